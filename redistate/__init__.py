@@ -1,0 +1,89 @@
+"""redistate: agent state in plain Redis — shared, crash-safe, no lost updates.
+
+Names are imported lazily so ``import redistate`` stays cheap for serverless cold
+starts: redis.asyncio, fakeredis and friends load only when first used.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    CodecError,
+    ConflictError,
+    IntegrityError,
+    InvalidId,
+    LockError,
+    LockLost,
+    LockTimeout,
+    RedistateError,
+    StateTooLarge,
+    StepFailed,
+    StepInterrupted,
+    StoreUnavailable,
+)
+
+if TYPE_CHECKING:
+    from ._async.records import AsyncCollection
+    from ._async.store import AsyncStore
+    from ._sync.records import Collection
+    from ._sync.store import Store
+    from .codec import Codec, JsonCodec
+    from .keys import KeySpace
+    from .records import DEFAULT, Record
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # entry points
+    "AsyncStore",
+    "Store",
+    # records
+    "DEFAULT",
+    "AsyncCollection",
+    "Collection",
+    "Record",
+    # building blocks
+    "Codec",
+    "JsonCodec",
+    "KeySpace",
+    # errors
+    "CodecError",
+    "ConflictError",
+    "IntegrityError",
+    "InvalidId",
+    "LockError",
+    "LockLost",
+    "LockTimeout",
+    "RedistateError",
+    "StateTooLarge",
+    "StepFailed",
+    "StepInterrupted",
+    "StoreUnavailable",
+]
+
+_LAZY = {
+    "AsyncStore": "._async.store",
+    "Store": "._sync.store",
+    "AsyncCollection": "._async.records",
+    "Collection": "._sync.records",
+    "DEFAULT": ".records",
+    "Record": ".records",
+    "Codec": ".codec",
+    "JsonCodec": ".codec",
+    "KeySpace": ".keys",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'redistate' has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,66 @@
+"""The only place that talks to redis-py: commands, scripts, error translation."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from redis import exceptions as rex
+from redis.asyncio import Redis
+
+from .._translate import describe, translate
+from ..scripts import Script
+
+__all__ = ["AsyncConnection"]
+
+
+class AsyncConnection:
+    """A redis-py client plus the scripts loaded into it. One per store."""
+
+    __slots__ = ("address", "client")
+
+    def __init__(self, client: Redis) -> None:
+        kwargs = getattr(client.connection_pool, "connection_kwargs", {})
+        if kwargs.get("decode_responses"):
+            raise ValueError(
+                "redistate needs a client with decode_responses=False: stored values are bytes"
+            )
+        self.client = client
+        self.address = describe(client)
+
+    async def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
+        load it and send it again: one extra round trip, once per server."""
+        with translate(self.address):
+            try:
+                return await self.client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+            except rex.NoScriptError:
+                await self.client.script_load(script.source)
+                return await self.client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+
+    async def get(self, key: str) -> bytes | None:
+        with translate(self.address):
+            return await self.client.get(key)  # type: ignore[no-any-return]
+
+    async def pttl(self, key: str) -> int:
+        with translate(self.address):
+            return int(await self.client.pttl(key))
+
+    async def delete(self, key: str) -> int:
+        with translate(self.address):
+            return int(await self.client.delete(key))
+
+    async def scan(self, pattern: str, count: int = 1000) -> AsyncIterator[bytes]:
+        """Every key matching ``pattern`` (SCAN; never KEYS)."""
+        cursor: int = 0
+        while True:
+            with translate(self.address):
+                cursor, batch = await self.client.scan(cursor, match=pattern, count=count)
+            for key in batch:
+                yield key
+            if not cursor:
+                return
+
+    async def aclose(self) -> None:
+        with translate(self.address):
+            await self.client.aclose()

@@ -1,0 +1,81 @@
+"""The exception hierarchy. Every error redistate raises derives from RedistateError."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CodecError",
+    "ConflictError",
+    "IntegrityError",
+    "InvalidId",
+    "LockError",
+    "LockLost",
+    "LockTimeout",
+    "RedistateError",
+    "StateTooLarge",
+    "StepFailed",
+    "StepInterrupted",
+    "StoreUnavailable",
+]
+
+
+class RedistateError(Exception):
+    """Root of every redistate error."""
+
+
+class ConflictError(RedistateError):
+    """A conditional write found another version than the one it expected."""
+
+    def __init__(self, key: str, expected: int, actual: int) -> None:
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+        found = "no record" if actual == 0 else f"version {actual}"
+        want = "no record (create-only)" if expected == 0 else f"version {expected}"
+        super().__init__(f"conflict on {key!r}: expected {want}, found {found}")
+
+
+class LockError(RedistateError):
+    """Base of lease errors."""
+
+
+class LockTimeout(LockError):
+    """A lease could not be acquired before the deadline."""
+
+
+class LockLost(LockError):
+    """The lease expired or was taken over; the guarded write was rejected."""
+
+
+class StepInterrupted(RedistateError):
+    """A non-idempotent step was started by an earlier owner and never completed."""
+
+
+class StepFailed(RedistateError):
+    """A step's recorded failure, re-raised on resume."""
+
+
+class IntegrityError(RedistateError):
+    """Stored bytes do not match their digest, or are not a redistate value."""
+
+
+class StateTooLarge(RedistateError):
+    """An encoded value is larger than the collection allows; nothing was written."""
+
+    def __init__(self, size: int, limit: int, key: str | None = None) -> None:
+        self.size = size
+        self.limit = limit
+        self.key = key
+        where = f" for {key!r}" if key else ""
+        super().__init__(f"encoded state{where} is {size} bytes, over the limit of {limit} bytes")
+
+
+class InvalidId(RedistateError, ValueError):
+    """An entity id, namespace or collection name that cannot be used."""
+
+
+class CodecError(RedistateError, TypeError):
+    """A value that cannot be encoded, or stored bytes that cannot be decoded."""
+
+
+class StoreUnavailable(RedistateError):
+    """The server could not be reached or did not answer in time."""

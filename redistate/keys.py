@@ -1,0 +1,120 @@
+"""Every Redis key redistate uses is built here, and nowhere else.
+
+Layout: ``{ns}:{kind}:{<id>}[:part]``. The escaped entity id is the hash tag, so
+all keys of one entity live in one cluster slot and one script can touch them all.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from .errors import InvalidId
+
+__all__ = ["MAX_ID_BYTES", "RESERVED_KINDS", "KeySpace", "escape_id", "unescape_id"]
+
+MAX_ID_BYTES: Final = 512
+# Kinds with a fixed meaning; store.collection() refuses them.
+RESERVED_KINDS: Final = frozenset({"session", "user", "task", "lock", "fence", "event", "meta"})
+
+# '{' and '}' would move the hash tag; '*?[]\' would leak into SCAN patterns;
+# '%' is the escape character itself. Percent-encoding keeps ids readable.
+_ESCAPES: Final = {c: f"%{ord(c):02X}" for c in "%{}*?[]\\"}
+_ESCAPE_TABLE: Final = str.maketrans(_ESCAPES)
+_UNESCAPE_RE: Final = re.compile("|".join(re.escape(v) for v in _ESCAPES.values()))
+_UNESCAPES: Final = {v: k for k, v in _ESCAPES.items()}
+
+_NAMESPACE_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_KIND_RE: Final = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+
+
+def escape_id(entity_id: object) -> str:
+    """Validate an entity id and return its escaped form (the hash tag's content).
+
+    Raises:
+        InvalidId: not a str, empty, not UTF-8 encodable, or over 512 bytes.
+    """
+    if not isinstance(entity_id, str):
+        raise InvalidId(f"id must be a str, got {type(entity_id).__name__}: {entity_id!r:.80}")
+    if not entity_id:
+        raise InvalidId("id must not be empty")
+    try:
+        size = len(entity_id.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidId(f"id {entity_id!r:.80} is not valid UTF-8: {exc.reason}") from None
+    if size > MAX_ID_BYTES:
+        raise InvalidId(f"id is {size} bytes in UTF-8, over the limit of {MAX_ID_BYTES}")
+    return entity_id.translate(_ESCAPE_TABLE)
+
+
+def unescape_id(escaped: str) -> str:
+    """Invert :func:`escape_id`."""
+    if "%" not in escaped:
+        return escaped
+    return _UNESCAPE_RE.sub(lambda m: _UNESCAPES[m.group(0)], escaped)
+
+
+def check_kind(kind: str) -> str:
+    """Validate a collection or entity kind name: lowercase, digits, '_' and '-'."""
+    if not isinstance(kind, str) or not _KIND_RE.fullmatch(kind):
+        raise InvalidId(
+            f"collection name {kind!r} must match [a-z][a-z0-9_-]* and be at most 64 chars"
+        )
+    return kind
+
+
+class KeySpace:
+    """Builds every key of one namespace."""
+
+    __slots__ = ("_record_prefixes", "namespace")
+
+    def __init__(self, namespace: str = "redistate") -> None:
+        if not isinstance(namespace, str) or not _NAMESPACE_RE.fullmatch(namespace):
+            raise InvalidId(
+                f"namespace {namespace!r} must be 1-64 chars of letters, digits and '_.:-'"
+            )
+        self.namespace = namespace
+        self._record_prefixes: dict[str, str] = {}
+
+    def _prefix(self, kind: str) -> str:
+        prefix = self._record_prefixes.get(kind)
+        if prefix is None:
+            prefix = self._record_prefixes[kind] = f"{self.namespace}:{check_kind(kind)}:"
+        return prefix
+
+    def record(self, kind: str, entity_id: str) -> str:
+        """Key of a versioned record: ``ns:kind:{id}``."""
+        return f"{self._prefix(kind)}{{{escape_id(entity_id)}}}"
+
+    def record_pattern(self, kind: str) -> str:
+        """SCAN pattern matching every record of ``kind`` and nothing else."""
+        # The namespace and kind carry no glob characters (validated above).
+        return f"{self._prefix(kind)}{{*}}"
+
+    def record_id(self, kind: str, key: str | bytes) -> str:
+        """Entity id of a record key produced by :meth:`record`."""
+        text = key.decode("utf-8") if isinstance(key, bytes) else key
+        prefix = self._prefix(kind)
+        if not (text.startswith(prefix + "{") and text.endswith("}")):
+            raise InvalidId(f"{text!r} is not a {kind!r} record key of namespace {self.namespace!r}")
+        return unescape_id(text[len(prefix) + 1 : -1])
+
+    def task(self, task_id: str) -> str:
+        """Checkpoint list of a task: ``ns:task:{id}``."""
+        return f"{self.namespace}:task:{{{escape_id(task_id)}}}"
+
+    def task_log(self, task_id: str) -> str:
+        """Delta log after a task's latest checkpoint: ``ns:task:{id}:log``."""
+        return f"{self.namespace}:task:{{{escape_id(task_id)}}}:log"
+
+    def lock(self, name: str) -> str:
+        """Lease key: ``ns:lock:{name}``."""
+        return f"{self.namespace}:lock:{{{escape_id(name)}}}"
+
+    def fence(self, name: str) -> str:
+        """Persistent fencing counter of a lease name: ``ns:fence:{name}``."""
+        return f"{self.namespace}:fence:{{{escape_id(name)}}}"
+
+    def namespace_pattern(self) -> str:
+        """SCAN pattern matching every key of this namespace (used to clean up)."""
+        return f"{self.namespace}:*"

@@ -1,0 +1,177 @@
+"""Versioned records: the pure half (validation, arguments, replies). No I/O here.
+
+``Collection`` and ``AsyncCollection`` are thin I/O shells over :class:`RecordSpec`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import secrets
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .codec import Codec
+from .envelope import Envelope, unpack
+from .errors import ConflictError, StateTooLarge
+from .keys import KeySpace
+
+__all__ = ["DEFAULT", "Default", "Record", "RecordSpec"]
+
+MAX_TTL_SECONDS: Final = 100 * 365 * 86400  # keeps expiry timestamps far below 2**53 ms
+
+
+class Default:
+    """Type of :data:`DEFAULT`: "use the collection's setting"."""
+
+    _instance: Default | None = None
+
+    def __new__(cls) -> Default:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = Default()
+
+TTL = float | None | Default
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A stored value and its metadata. ``version`` strictly increases per id."""
+
+    id: str
+    data: Any
+    version: int
+    expires_at: dt.datetime | None
+
+
+def new_write_id() -> str:
+    """A random id sent with a write, so a resent write is recognised (72 bits)."""
+    return secrets.token_urlsafe(9)
+
+
+def check_ttl(ttl: object, what: str = "ttl") -> int:
+    """Seconds (or None for no expiry) -> milliseconds for PX, 0 meaning no expiry."""
+    if ttl is None:
+        return 0
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise TypeError(f"{what} must be seconds as a number or None, got {type(ttl).__name__}")
+    if not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL_SECONDS):
+        raise ValueError(f"{what} must be > 0 and <= {MAX_TTL_SECONDS} seconds, got {ttl!r}")
+    return max(1, math.ceil(ttl * 1000))
+
+
+def check_version(version: object, *, allow_zero: bool = True) -> int:
+    """Validate an ``if_version`` argument."""
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise TypeError(f"if_version must be an int, got {type(version).__name__}")
+    low = 0 if allow_zero else 1
+    if not low <= version < 2**63:
+        raise ValueError(f"if_version must be between {low} and 2**63-1, got {version}")
+    return version
+
+
+def check_attempts(attempts: object) -> int:
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 10_000:
+        raise ValueError(f"attempts must be an int from 1 to 10000, got {attempts!r}")
+    return attempts
+
+
+def check_max_bytes(max_bytes: object) -> int:
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+        raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+    # Redis strings stop at 512 MiB; keep room for the envelope.
+    limit = 512 * 1024 * 1024 - 4096
+    if max_bytes > limit:
+        raise ValueError(f"max_bytes {max_bytes} is over Redis's string limit ({limit})")
+    return max_bytes
+
+
+def _expiry(expires_ms: int) -> dt.datetime | None:
+    if not expires_ms:
+        return None
+    return dt.datetime.fromtimestamp(expires_ms / 1000, tz=dt.timezone.utc)
+
+
+class RecordSpec:
+    """A collection's settings and every non-I/O step of its operations."""
+
+    __slots__ = ("codec", "keys", "kind", "max_bytes", "schema", "ttl_ms")
+
+    def __init__(
+        self,
+        keys: KeySpace,
+        kind: str,
+        codec: Codec,
+        *,
+        ttl: float | None,
+        max_bytes: int,
+        schema: int = 1,
+    ) -> None:
+        self.keys = keys
+        self.kind = kind
+        self.codec = codec
+        self.ttl_ms = check_ttl(ttl, "collection ttl")
+        self.max_bytes = check_max_bytes(max_bytes)
+        self.schema = schema
+        keys.record_pattern(kind)  # validates the kind once, up front
+
+    def key(self, entity_id: str) -> str:
+        return self.keys.record(self.kind, entity_id)
+
+    def ttl_for(self, ttl: TTL) -> int:
+        return self.ttl_ms if isinstance(ttl, Default) else check_ttl(ttl)
+
+    def encode(self, key: str, value: Any) -> bytes:
+        """Encode ``value`` for ``key``; StateTooLarge if it is over ``max_bytes``."""
+        payload = self.codec.encode(value, key.encode("utf-8"))
+        if len(payload) > self.max_bytes:
+            raise StateTooLarge(len(payload), self.max_bytes, key)
+        return payload
+
+    def put_args(self, expected: int | None, ttl_ms: int, write_id: str, payload: bytes) -> list[Any]:
+        return ["" if expected is None else expected, ttl_ms, write_id, self.schema, payload]
+
+    def written(
+        self, entity_id: str, key: str, payload: bytes, expected: int | None, reply: Any
+    ) -> Record:
+        """Turn a record_put reply into a Record, or raise ConflictError."""
+        status, version, expires_ms = int(reply[0]), int(reply[1]), int(reply[2])
+        if status == 0:
+            raise ConflictError(key, expected if expected is not None else -1, version)
+        return Record(entity_id, self.codec.decode(payload, key.encode("utf-8")), version,
+                      _expiry(expires_ms))
+
+    def envelope(self, key: str, raw: bytes | None) -> Envelope | None:
+        return None if raw is None else unpack(key, raw)
+
+    def record(self, entity_id: str, key: str, raw: bytes | None) -> Record | None:
+        """Decode a stored value (GET reply) into a Record."""
+        if raw is None:
+            return None
+        env = unpack(key, raw)
+        data = self.codec.decode(env.payload, key.encode("utf-8"))
+        return Record(entity_id, data, env.version, _expiry(env.expires_ms))
+
+    def touched(self, reply: Any) -> dt.datetime | None:
+        return _expiry(int(reply[0]))
+
+    def deleted(self, key: str, expected: int, reply: Any) -> bool:
+        status, version = int(reply[0]), int(reply[1])
+        if status == 0:
+            raise ConflictError(key, expected, version)
+        return True
+
+
+def ttl_seconds(pttl: int) -> float | None:
+    """PTTL reply -> seconds left; None if the key is missing, inf if it never expires."""
+    if pttl == -2:
+        return None
+    if pttl == -1:
+        return math.inf
+    return pttl / 1000

@@ -1,0 +1,50 @@
+"""Lua scripts, shipped as package data under ``redistate/lua``.
+
+Each script file starts with a header naming its KEYS, ARGV and return values.
+Files whose name starts with ``_`` are libraries prepended to the scripts that use
+them. SHAs are computed here; loading into a server happens per client, in the
+I/O shells, which reload a script when the server answers NOSCRIPT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+__all__ = ["Script", "script"]
+
+# Which library each script needs; one entry per script file.
+_LIBRARIES: dict[str, tuple[str, ...]] = {
+    "record_put": ("_envelope",),
+    "record_touch": ("_envelope",),
+    "record_delete": ("_envelope",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script's source and SHA-1 (what EVALSHA takes)."""
+
+    name: str
+    source: str
+    sha: str
+
+
+def _read(name: str) -> str:
+    return resources.files("redistate").joinpath("lua", f"{name}.lua").read_text("utf-8")
+
+
+@cache
+def script(name: str) -> Script:
+    """The script called ``name``, with its libraries prepended."""
+    if name not in _LIBRARIES:
+        raise KeyError(f"no Lua script named {name!r}")
+    source = "".join(_read(lib) for lib in _LIBRARIES[name]) + _read(name)
+    return Script(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
+
+
+def names() -> tuple[str, ...]:
+    """Every script name, for preloading and for the header test."""
+    return tuple(_LIBRARIES)
