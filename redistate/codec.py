@@ -57,7 +57,7 @@ def find_unserializable(value: Any, path: str = "$") -> tuple[str, str] | None:
         return None
     if isinstance(value, int):
         if not -(2**63) <= value < 2**64:
-            return path, f"integer {value} is outside the 64-bit range JSON numbers keep exactly"
+            return path, f"integer {str(value)[:40]} (beyond the 64-bit range kept exactly)"
         return None
     if isinstance(value, _NATIVE):
         return None
@@ -105,7 +105,7 @@ class JsonCodec:
         except (orjson.JSONEncodeError, TypeError, ValueError) as exc:
             found = find_unserializable(value)
             where, what = found if found else ("$", str(exc))
-            raise CodecError(f"cannot encode {what} at {where}") from exc
+            raise CodecError(f"cannot encode {where}: {what} is not JSON-serializable") from exc
 
     def decode(self, data: bytes, context: bytes = b"") -> Any:
         try:

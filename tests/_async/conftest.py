@@ -1,0 +1,24 @@
+"""Store fixtures for the async contract suite (the sync suite is generated from it)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from redistate import AsyncStore
+from tests.conftest import Backend
+
+
+@pytest.fixture
+async def store(backend: Backend, namespace: str) -> AsyncIterator[AsyncStore]:
+    s = AsyncStore(backend.async_client(), namespace=namespace)
+    yield s
+    await s.aclose()
+
+
+@pytest.fixture
+async def server_store(server_backend: Backend, namespace: str) -> AsyncIterator[AsyncStore]:
+    s = AsyncStore(server_backend.async_client(), namespace=namespace)
+    yield s
+    await s.aclose()

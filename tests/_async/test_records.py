@@ -1,0 +1,479 @@
+"""Record contract suite: runs on every backend, async and (generated) sync."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+import pytest
+
+from redistate import (
+    AsyncStore,
+    CodecError,
+    ConflictError,
+    IntegrityError,
+    InvalidId,
+    StateTooLarge,
+)
+from redistate.scripts import script
+from tests.conftest import Backend
+from tests.roundtrips import RoundTrips
+
+EXACT: dict[str, Any] = {
+    "big": 2**63 + 12345,
+    "neg": -(2**63),
+    "over53": 2**53 + 1,
+    "float": 0.1,
+    "tiny": 5e-324,
+    "huge": 1.7976931348623157e308,
+    "empty_list": [],
+    "empty_obj": {},
+    "nested": {"a": None, "b": [None, {"c": None}], "d": {"e": {}}},
+    "text": "naïve 中文 🦜 \u0000 \n \"quoted\"",
+    "bool": [True, False],
+}
+
+
+async def raw_keys(backend: Backend, namespace: str) -> list[bytes]:
+    client = backend.raw()
+    try:
+        return sorted(client.scan_iter(match=f"{namespace}:*"))
+    finally:
+        client.close()
+
+
+# -- put / get ------------------------------------------------------------------------
+
+
+async def test_put_then_get_returns_the_same_record(store: AsyncStore) -> None:
+    put = await store.sessions.put("s1", {"turn": 3})
+    got = await store.sessions.get("s1")
+    assert got == put
+    assert got is not None and got.data == {"turn": 3} and got.id == "s1"
+    assert put.version > 0
+
+
+async def test_values_survive_exactly(store: AsyncStore) -> None:
+    await store.users.put("u", EXACT)
+    got = await store.users.get("u")
+    assert got is not None
+    assert got.data == EXACT
+    assert type(got.data["empty_list"]) is list and type(got.data["empty_obj"]) is dict
+    assert got.data["big"] == 2**63 + 12345
+
+
+async def test_get_missing_is_none(store: AsyncStore) -> None:
+    assert await store.sessions.get("nope") is None
+    assert await store.sessions.get("nope", touch=True) is None
+
+
+async def test_versions_strictly_increase_and_never_repeat(store: AsyncStore) -> None:
+    seen = []
+    for i in range(5):
+        seen.append((await store.sessions.put("s", {"i": i})).version)
+    assert await store.sessions.delete("s")
+    seen.append((await store.sessions.put("s", {"i": "again"})).version)
+    assert seen == sorted(seen) and len(set(seen)) == len(seen)
+
+
+# -- compare-and-set ----------------------------------------------------------------
+
+
+async def test_conditional_put_wins_with_the_current_version(store: AsyncStore) -> None:
+    first = await store.sessions.put("s", {"n": 1})
+    second = await store.sessions.put("s", {"n": 2}, if_version=first.version)
+    assert second.version > first.version
+    assert (await store.sessions.get("s")) == second
+
+
+async def test_conditional_put_with_a_stale_version_conflicts_and_changes_nothing(
+    store: AsyncStore,
+) -> None:
+    first = await store.sessions.put("s", {"n": 1})
+    second = await store.sessions.put("s", {"n": 2})
+    with pytest.raises(ConflictError) as info:
+        await store.sessions.put("s", {"n": 3}, if_version=first.version)
+    assert info.value.expected == first.version
+    assert info.value.actual == second.version
+    assert info.value.key == store.keys.record("session", "s")
+    assert (await store.sessions.get("s")) == second
+
+
+async def test_create_only(store: AsyncStore) -> None:
+    made = await store.users.put("u", {"a": 1}, if_version=0)
+    with pytest.raises(ConflictError) as info:
+        await store.users.put("u", {"a": 2}, if_version=0)
+    assert (info.value.expected, info.value.actual) == (0, made.version)
+    assert (await store.users.get("u")) == made
+
+
+async def test_conditional_put_on_a_missing_record_conflicts(store: AsyncStore) -> None:
+    with pytest.raises(ConflictError) as info:
+        await store.users.put("u", {"a": 1}, if_version=12345)
+    assert info.value.actual == 0
+    assert await store.users.get("u") is None
+
+
+async def test_a_resent_write_is_recognised_not_applied_twice(store: AsyncStore) -> None:
+    # What a retry after a lost reply does: the same write id, sent again.
+    coll = store.sessions
+    key = coll.spec.key("s")
+    payload = coll.spec.encode(key, {"n": 1})
+    args = coll.spec.put_args(None, 60_000, "write-1", payload)
+    first = await coll._conn.script(script("record_put"), (key,), args)
+    again = await coll._conn.script(script("record_put"), (key,), args)
+    assert int(first[0]) == 1 and int(again[0]) == 2
+    assert int(again[1]) == int(first[1])  # same version: nothing was written again
+    cas = coll.spec.put_args(int(first[1]) - 1, 60_000, "write-1", payload)
+    resent_cas = await coll._conn.script(script("record_put"), (key,), cas)
+    assert int(resent_cas[0]) == 2  # not reported as a conflict
+
+
+# -- delete -------------------------------------------------------------------------
+
+
+async def test_delete(store: AsyncStore, backend: Backend, namespace: str) -> None:
+    await store.sessions.put("s", {})
+    assert await store.sessions.delete("s") is True
+    assert await store.sessions.delete("s") is False
+    assert await raw_keys(backend, namespace) == []
+
+
+async def test_conditional_delete(store: AsyncStore) -> None:
+    rec = await store.users.put("u", {"a": 1})
+    newer = await store.users.put("u", {"a": 2})
+    with pytest.raises(ConflictError) as info:
+        await store.users.delete("u", if_version=rec.version)
+    assert info.value.actual == newer.version
+    assert await store.users.get("u") == newer
+    assert await store.users.delete("u", if_version=newer.version) is True
+    assert await store.users.get("u") is None
+    with pytest.raises(ConflictError):
+        await store.users.delete("u", if_version=newer.version)
+    with pytest.raises(ValueError, match="if_version"):
+        await store.users.delete("u", if_version=0)
+
+
+# -- TTL ----------------------------------------------------------------------------
+
+
+async def test_sessions_expire_after_an_hour_by_default(store: AsyncStore, backend: Backend) -> None:
+    rec = await store.sessions.put("s", {"a": 1})
+    pttl = backend.raw().pttl(store.keys.record("session", "s"))
+    assert 3_595_000 < pttl <= 3_600_000
+    assert rec.expires_at is not None
+    left = (rec.expires_at - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    assert 3590 < left <= 3601
+
+
+async def test_users_do_not_expire(store: AsyncStore, backend: Backend) -> None:
+    rec = await store.users.put("u", {"a": 1})
+    assert rec.expires_at is None
+    assert backend.raw().pttl(store.keys.record("user", "u")) == -1
+    assert await store.users.ttl("u") == math.inf
+
+
+async def test_ttl_per_call_and_none(store: AsyncStore, backend: Backend) -> None:
+    key = store.keys.record("session", "s")
+    await store.sessions.put("s", {}, ttl=5)
+    assert 4_000 < backend.raw().pttl(key) <= 5_000
+    rec = await store.sessions.put("s", {}, ttl=None)
+    assert backend.raw().pttl(key) == -1 and rec.expires_at is None
+    await store.sessions.put("s", {}, if_version=rec.version, ttl=2.5)
+    assert 2_000 < backend.raw().pttl(key) <= 2_500
+
+
+async def test_every_write_sets_the_ttl_with_the_data(store: AsyncStore, backend: Backend) -> None:
+    key = store.keys.record("session", "s")
+    await store.sessions.put("s", {"n": 0}, ttl=None)
+    await store.sessions.update("s", lambda d: {"n": d["n"] + 1}, ttl=30)
+    assert 29_000 < backend.raw().pttl(key) <= 30_000
+    await store.sessions.merge("s", {"m": 1}, ttl=40)
+    assert 39_000 < backend.raw().pttl(key) <= 40_000
+
+
+async def test_ttl_reports_seconds_left(store: AsyncStore) -> None:
+    assert await store.sessions.ttl("missing") is None
+    await store.sessions.put("s", {}, ttl=100)
+    left = await store.sessions.ttl("s")
+    assert left is not None and 99 < left <= 100
+
+
+async def test_touch_slides_the_ttl_and_keeps_the_version(
+    store: AsyncStore, backend: Backend
+) -> None:
+    key = store.keys.record("session", "s")
+    rec = await store.sessions.put("s", {"a": 1}, ttl=10)
+    assert await store.sessions.touch("s", ttl=600) is True
+    assert 599_000 < backend.raw().pttl(key) <= 600_000
+    after = await store.sessions.get("s")
+    assert after is not None and after.version == rec.version and after.data == rec.data
+    assert after.expires_at is not None and rec.expires_at is not None
+    assert after.expires_at > rec.expires_at
+    assert await store.sessions.touch("s", ttl=None) is True
+    assert backend.raw().pttl(key) == -1
+
+
+async def test_touch_of_a_missing_record_creates_nothing(
+    store: AsyncStore, backend: Backend, namespace: str
+) -> None:
+    assert await store.sessions.touch("ghost") is False
+    assert await raw_keys(backend, namespace) == []
+
+
+async def test_get_with_touch_slides_in_the_same_call(store: AsyncStore, backend: Backend) -> None:
+    key = store.keys.record("session", "s")
+    rec = await store.sessions.put("s", {"a": 1}, ttl=10)
+    got = await store.sessions.get("s", touch=True)
+    assert got is not None and got.data == {"a": 1} and got.version == rec.version
+    assert 3_595_000 < backend.raw().pttl(key) <= 3_600_000
+    got = await store.sessions.get("s", touch=True, ttl=20)
+    assert got is not None and got.expires_at is not None
+    assert 19_000 < backend.raw().pttl(key) <= 20_000
+
+
+async def test_collection_settings(store: AsyncStore, backend: Backend) -> None:
+    notes = store.collection("notes", ttl=86400, max_bytes=100)
+    await notes.put("n1", {"text": "hi"})
+    assert 86_390_000 < backend.raw().pttl(store.keys.record("notes", "n1")) <= 86_400_000
+    with pytest.raises(StateTooLarge):
+        await notes.put("n2", {"text": "x" * 200})
+    assert [i async for i in notes.ids()] == ["n1"]
+    with pytest.raises(ValueError, match="reserved"):
+        store.collection("lock")
+    with pytest.raises(InvalidId):
+        store.collection("Bad Name")
+
+
+# -- update / merge ----------------------------------------------------------------
+
+
+async def test_update_applies_the_function(store: AsyncStore) -> None:
+    await store.sessions.put("s", {"turn": 1})
+    rec = await store.sessions.update("s", lambda d: {**d, "turn": d["turn"] + 1})
+    assert rec.data == {"turn": 2}
+    assert await store.sessions.get("s") == rec
+
+
+async def test_update_of_a_missing_record_starts_from_empty(store: AsyncStore) -> None:
+    rec = await store.sessions.update("s", lambda d: {**d, "n": d.get("n", 0) + 1})
+    assert rec.data == {"n": 1}
+
+
+async def test_update_gives_up_after_its_bound(store: AsyncStore, backend: Backend) -> None:
+    from redistate import Store
+
+    other = Store(backend.sync_client(), namespace=store.keys.namespace)
+    await store.sessions.put("s", {"n": 0})
+    calls = 0
+
+    def meddle(data: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        other.sessions.put("s", {"n": -calls})  # someone else writes first, every time
+        return {"n": data["n"] + 1}
+
+    with pytest.raises(ConflictError):
+        await store.sessions.update("s", meddle, attempts=3)
+    assert calls == 3
+    final = await store.sessions.get("s")
+    assert final is not None and final.data == {"n": -3}
+    other.close()
+
+
+async def test_merge_is_rfc7386(store: AsyncStore) -> None:
+    await store.users.put("u", {"a": "b", "c": {"d": "e", "f": "g"}, "keep": [1, 2]})
+    rec = await store.users.merge("u", {"a": "z", "c": {"f": None}, "new": {"x": None, "y": 1}})
+    assert rec.data == {"a": "z", "c": {"d": "e"}, "keep": [1, 2], "new": {"y": 1}}
+    assert await store.users.get("u") == rec
+
+
+async def test_merge_creates_and_keeps_values_exact(store: AsyncStore) -> None:
+    rec = await store.users.merge("u", {"prefs": {"lang": "zh"}})
+    assert rec.data == {"prefs": {"lang": "zh"}}
+    rec = await store.users.merge("u", EXACT)
+    got = await store.users.get("u")
+    assert got is not None and got.data == {"prefs": {"lang": "zh"}, **_without_nulls(EXACT)}
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
+async def test_merge_accepts_rich_python_values(store: AsyncStore) -> None:
+    import uuid
+    from dataclasses import dataclass
+
+    @dataclass
+    class Pref:
+        lang: str
+        since: dt.datetime
+
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    uid = uuid.UUID(int=7)
+    rec = await store.users.merge("u", {"pref": Pref("zh", when), "id": uid})
+    assert rec.data == {"pref": {"lang": "zh", "since": when.isoformat()}, "id": str(uid)}
+
+
+# -- bad input changes nothing -------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["", 5, None, b"bytes", "x" * 513, "\ud800"])
+async def test_invalid_ids_are_refused(
+    store: AsyncStore, backend: Backend, namespace: str, bad: Any
+) -> None:
+    with pytest.raises(InvalidId):
+        await store.sessions.put(bad, {"a": 1})
+    with pytest.raises(InvalidId):
+        await store.sessions.get(bad)
+    with pytest.raises(InvalidId):
+        await store.users.merge(bad, {"a": 1})
+    with pytest.raises(InvalidId):
+        await store.users.delete(bad)
+    assert await raw_keys(backend, namespace) == []
+
+
+async def test_oversized_state_is_refused_and_nothing_changes(
+    store: AsyncStore, backend: Backend, namespace: str
+) -> None:
+    small = AsyncStore(backend.async_client(), namespace=namespace, max_bytes=1000)
+    with pytest.raises(StateTooLarge) as info:
+        await small.users.put("u", {"blob": "x" * 2000})
+    assert info.value.limit == 1000 and info.value.size > 2000
+    assert "1000" in str(info.value) and str(info.value.size) in str(info.value)
+    assert await raw_keys(backend, namespace) == []
+    before = await small.users.put("u", {"blob": "x" * 500})
+    with pytest.raises(StateTooLarge):
+        await small.users.merge("u", {"more": "y" * 600})
+    assert await small.users.get("u") == before
+    await small.aclose()
+
+
+async def test_unserializable_values_are_refused_and_nothing_changes(
+    store: AsyncStore, backend: Backend, namespace: str
+) -> None:
+    with pytest.raises(CodecError, match=r"\$\.tools\[1\].*object"):
+        await store.sessions.put("s", {"tools": ["ok", object()]})
+    with pytest.raises(CodecError):
+        await store.users.merge("u", {"fn": print})
+    with pytest.raises(CodecError):
+        await store.sessions.update("s", lambda d: {"bad": {1, object()}})
+    assert await raw_keys(backend, namespace) == []
+
+
+@pytest.mark.parametrize("ttl", [0, -1, math.inf, math.nan, "60", True])
+async def test_bad_ttls_are_refused(
+    store: AsyncStore, backend: Backend, namespace: str, ttl: Any
+) -> None:
+    with pytest.raises((ValueError, TypeError), match="ttl"):
+        await store.sessions.put("s", {}, ttl=ttl)
+    assert await raw_keys(backend, namespace) == []
+
+
+@pytest.mark.parametrize("version", [-1, 1.5, "3", True, 2**64])
+async def test_bad_versions_are_refused(store: AsyncStore, version: Any) -> None:
+    with pytest.raises((ValueError, TypeError), match="if_version"):
+        await store.sessions.put("s", {}, if_version=version)
+    assert await store.sessions.get("s") is None
+
+
+async def test_a_foreign_value_is_an_integrity_error(store: AsyncStore, backend: Backend) -> None:
+    raw = backend.raw()
+    raw.set(store.keys.record("user", "plain"), b"not a record")
+    raw.hset(store.keys.record("user", "hash"), "f", "v")
+    for uid in ("plain", "hash"):
+        with pytest.raises(IntegrityError):
+            await store.users.get(uid)
+        with pytest.raises(IntegrityError):
+            await store.users.put(uid, {"a": 1})
+    assert raw.get(store.keys.record("user", "plain")) == b"not a record"
+
+
+# -- ids and keys --------------------------------------------------------------------
+
+
+SPECIAL_IDS = ["plain", "a{b}", "{", "}", "*", "?", "[x]", "\\", "%7B", "%", "a:b", "中文", "x" * 512]
+
+
+async def test_ids_lists_exactly_the_collection(store: AsyncStore, backend: Backend) -> None:
+    for sid in SPECIAL_IDS:
+        await store.sessions.put(sid, {"id": sid})
+    await store.users.put("a-user", {})
+    other = AsyncStore(backend.async_client(), namespace=store.keys.namespace + "x")
+    await other.sessions.put("elsewhere", {})
+    assert sorted({i async for i in store.sessions.ids()}) == sorted(SPECIAL_IDS)
+    assert [i async for i in store.users.ids()] == ["a-user"]
+    for sid in SPECIAL_IDS:
+        got = await store.sessions.get(sid)
+        assert got is not None and got.data == {"id": sid}
+    await other.sessions.delete("elsewhere")
+    await other.aclose()
+
+
+async def test_special_characters_never_change_the_key(store: AsyncStore, backend: Backend) -> None:
+    keys = {store.keys.record("session", sid) for sid in SPECIAL_IDS}
+    assert len(keys) == len(SPECIAL_IDS)
+    for sid in SPECIAL_IDS:
+        await store.sessions.put(sid, {"id": sid})
+    raw = sorted(k.decode() for k in backend.raw().scan_iter(match=f"{store.keys.namespace}:*"))
+    assert raw == sorted(keys)
+
+
+# -- scripts ------------------------------------------------------------------------
+
+
+async def test_scripts_reload_after_script_flush(store: AsyncStore, backend: Backend) -> None:
+    await store.sessions.put("s", {"n": 1})
+    backend.raw().script_flush()
+    rec = await store.sessions.put("s", {"n": 2})
+    assert rec.data == {"n": 2}
+
+
+# -- round trips (read from the server) ---------------------------------------------
+
+
+async def test_one_round_trip_per_operation(server_store: AsyncStore, roundtrips: RoundTrips) -> None:
+    s = server_store
+    await s.sessions.put("warm", {})  # connect and load scripts first
+    await s.sessions.get("warm", touch=True)
+    ops: dict[str, Any] = {}
+    roundtrips.start()
+    rec = await s.sessions.put("s", {"n": 1})
+    ops["put"] = roundtrips.stop()
+    roundtrips.start()
+    await s.sessions.get("s")
+    ops["get"] = roundtrips.stop()
+    roundtrips.start()
+    rec = await s.sessions.put("s", {"n": 2}, if_version=rec.version)
+    ops["conditional put"] = roundtrips.stop()
+    roundtrips.start()
+    await s.sessions.get("s", touch=True)
+    ops["get touch"] = roundtrips.stop()
+    roundtrips.start()
+    await s.sessions.touch("s", ttl=60)
+    ops["touch"] = roundtrips.stop()
+    roundtrips.start()
+    await s.sessions.ttl("s")
+    ops["ttl"] = roundtrips.stop()
+    roundtrips.start()
+    await s.sessions.delete("s")
+    ops["delete"] = roundtrips.stop()
+    assert {k: len(v) for k, v in ops.items()} == dict.fromkeys(ops, 1), ops
+
+
+async def test_merge_and_update_take_two_round_trips(
+    server_store: AsyncStore, roundtrips: RoundTrips
+) -> None:
+    s = server_store
+    await s.users.put("u", {"a": 1})
+    roundtrips.start()
+    await s.users.merge("u", {"b": 2})
+    merge = roundtrips.stop()
+    roundtrips.start()
+    await s.users.update("u", lambda d: {**d, "c": 3})
+    update = roundtrips.stop()
+    assert [c[0].upper() for c in merge] == ["GET", "EVALSHA"], merge
+    assert [c[0].upper() for c in update] == ["GET", "EVALSHA"], update

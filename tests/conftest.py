@@ -1,0 +1,115 @@
+"""Backends for the contract suite: embedded (fakeredis), Redis 7 and Valkey 9.
+
+Real servers are started once per session on free loopback ports and stopped at
+the end. Every test gets its own namespace; keys of that namespace are removed
+with SCAN + DEL afterwards (never FLUSHALL).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+
+from redistate import embedded
+from tests.roundtrips import RoundTrips
+from tests.servers import Server, redis_binary, start_server, valkey_binary
+
+BACKENDS = ["embedded", "redis7", "valkey9"]
+SERVER_BACKENDS = ["redis7", "valkey9"]
+
+
+@dataclass
+class Backend:
+    """How a test reaches one backend: fresh clients that share its data."""
+
+    name: str
+    server: Server | None
+    fake: Any = None
+
+    @property
+    def url(self) -> str:
+        if self.server is None:
+            raise ValueError("the embedded backend has no URL")
+        return self.server.url
+
+    def sync_client(self) -> Any:
+        if self.server is None:
+            return embedded.sync_client(self.fake)
+        return redis.Redis.from_url(self.url, socket_timeout=10)
+
+    def async_client(self) -> Any:
+        if self.server is None:
+            return embedded.async_client(self.fake)
+        import redis.asyncio
+
+        return redis.asyncio.Redis.from_url(self.url, socket_timeout=10)
+
+    def raw(self) -> Any:
+        """A sync client for assertions (PTTL, raw bytes), never used by the store."""
+        return self.sync_client()
+
+
+@pytest.fixture(scope="session")
+def redis7_server() -> Iterator[Server]:
+    server = start_server(redis_binary())
+    assert server.version.startswith("7."), server.version
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def valkey9_server() -> Iterator[Server]:
+    server = start_server(valkey_binary())
+    assert server.version.startswith("9."), server.version
+    yield server
+    server.stop()
+
+
+def _backend(name: str, request: pytest.FixtureRequest) -> Backend:
+    if name == "embedded":
+        import fakeredis
+
+        return Backend(name, None, fakeredis.FakeServer())
+    server: Server = request.getfixturevalue(f"{name}_server")
+    return Backend(name, server)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """Each contract test runs once per backend."""
+    return _backend(str(request.param), request)
+
+
+@pytest.fixture(params=SERVER_BACKENDS)
+def server_backend(request: pytest.FixtureRequest) -> Backend:
+    """Real servers only: for what fakeredis cannot show (MONITOR, processes)."""
+    return _backend(str(request.param), request)
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of this test's own; its keys are deleted afterwards."""
+    ns = f"t{uuid.uuid4().hex[:12]}"
+    yield ns
+    for name in ("backend", "server_backend"):
+        if name in request.fixturenames:
+            b: Backend = request.getfixturevalue(name)
+            if b.server is not None:
+                client = b.raw()
+                keys = list(client.scan_iter(match=f"{ns}:*", count=1000))
+                if keys:
+                    client.delete(*keys)
+                client.close()
+
+
+@pytest.fixture
+def roundtrips(server_backend: Backend) -> Iterator[RoundTrips]:
+    """Counts the commands clients send to the server, read from MONITOR."""
+    counter = RoundTrips(server_backend.raw())
+    yield counter
+    counter.close()
