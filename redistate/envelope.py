@@ -9,13 +9,15 @@ plain GET read a record in one command.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .errors import IntegrityError
 
 __all__ = ["Envelope", "unpack"]
 
-_MAGIC = b"R1,"
+# Exactly what lua/_envelope.lua accepts: Python must not read what a script refuses.
+_HEADER = re.compile(rb"R1,(\d+),(\d+),(\d+),(\d+),([A-Za-z0-9_-]*)\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,14 +36,16 @@ def unpack(key: str, raw: bytes) -> Envelope:
     Raises:
         IntegrityError: the value is not a redistate record.
     """
-    newline = raw.find(b"\n")
-    if newline < 0 or not raw.startswith(_MAGIC):
-        raise IntegrityError(f"value at {key!r} is not a redistate record")
-    fields = raw[3:newline].split(b",")
-    try:
-        version, expires_ms, updated_ms, schema = (int(f) for f in fields[:4])
-        (write_id,) = fields[4:]
-    except ValueError:
-        raise IntegrityError(f"value at {key!r} has a malformed record header") from None
-    return Envelope(version, expires_ms, updated_ms, schema, write_id.decode("ascii"),
-                    raw[newline + 1 :])
+    match = _HEADER.match(raw)
+    if match is None:
+        what = "a malformed record header" if raw.startswith(b"R1,") else "no record header"
+        raise IntegrityError(f"value at {key!r} is not a redistate record: {what}")
+    version, expires_ms, updated_ms, schema, write_id = match.groups()
+    return Envelope(
+        int(version),
+        int(expires_ms),
+        int(updated_ms),
+        int(schema),
+        write_id.decode("ascii"),
+        raw[match.end() :],
+    )

@@ -92,12 +92,22 @@ class KeySpace:
         return f"{self._prefix(kind)}{{*}}"
 
     def record_id(self, kind: str, key: str | bytes) -> str:
-        """Entity id of a record key produced by :meth:`record`."""
-        text = key.decode("utf-8") if isinstance(key, bytes) else key
-        prefix = self._prefix(kind)
-        if not (text.startswith(prefix + "{") and text.endswith("}")):
-            raise InvalidId(f"{text!r} is not a {kind!r} record key of namespace {self.namespace!r}")
-        return unescape_id(text[len(prefix) + 1 : -1])
+        """Entity id of a key built by :meth:`record`.
+
+        Raises:
+            InvalidId: ``key`` is not one :meth:`record` builds (a foreign key can
+                still match the SCAN pattern, e.g. ``ns:kind:{a*b}``).
+        """
+        try:
+            text = key.decode("utf-8") if isinstance(key, bytes) else key
+            prefix = self._prefix(kind)
+            if text.startswith(prefix + "{") and text.endswith("}"):
+                entity_id = unescape_id(text[len(prefix) + 1 : -1])
+                if self.record(kind, entity_id) == text:
+                    return entity_id
+        except (UnicodeDecodeError, InvalidId):
+            pass
+        raise InvalidId(f"{key!r:.200} is not a {kind!r} record key in {self.namespace!r}")
 
     def task(self, task_id: str) -> str:
         """Checkpoint list of a task: ``ns:task:{id}``."""

@@ -61,7 +61,8 @@ def check_ttl(ttl: object, what: str = "ttl") -> int:
         return 0
     if isinstance(ttl, bool) or not isinstance(ttl, int | float):
         raise TypeError(f"{what} must be seconds as a number or None, got {type(ttl).__name__}")
-    if not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL_SECONDS):
+    # Plain comparisons: NaN and inf fail them, and huge ints never overflow a float.
+    if not 0 < ttl <= MAX_TTL_SECONDS:
         raise ValueError(f"{what} must be > 0 and <= {MAX_TTL_SECONDS} seconds, got {ttl!r}")
     return max(1, math.ceil(ttl * 1000))
 
@@ -134,7 +135,9 @@ class RecordSpec:
             raise StateTooLarge(len(payload), self.max_bytes, key)
         return payload
 
-    def put_args(self, expected: int | None, ttl_ms: int, write_id: str, payload: bytes) -> list[Any]:
+    def put_args(
+        self, expected: int | None, ttl_ms: int, write_id: str, payload: bytes
+    ) -> list[Any]:
         return ["" if expected is None else expected, ttl_ms, write_id, self.schema, payload]
 
     def written(
@@ -144,8 +147,9 @@ class RecordSpec:
         status, version, expires_ms = int(reply[0]), int(reply[1]), int(reply[2])
         if status == 0:
             raise ConflictError(key, expected if expected is not None else -1, version)
-        return Record(entity_id, self.codec.decode(payload, key.encode("utf-8")), version,
-                      _expiry(expires_ms))
+        return Record(
+            entity_id, self.codec.decode(payload, key.encode("utf-8")), version, _expiry(expires_ms)
+        )
 
     def envelope(self, key: str, raw: bytes | None) -> Envelope | None:
         return None if raw is None else unpack(key, raw)

@@ -33,7 +33,7 @@ class Script:
 
 
 def _read(name: str) -> str:
-    return resources.files("redistate").joinpath("lua", f"{name}.lua").read_text("utf-8")
+    return resources.files("redistate").joinpath("lua").joinpath(f"{name}.lua").read_text("utf-8")
 
 
 @cache

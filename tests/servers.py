@@ -74,7 +74,9 @@ def _wait_ready(server: Server, deadline: float) -> None:
         while True:
             if server.process.poll() is not None:
                 log = (server.workdir / "server.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"{server.binary} exited with {server.process.returncode}: {log}")
+                raise RuntimeError(
+                    f"{server.binary} exited with {server.process.returncode}: {log}"
+                )
             try:
                 info = client.info("server")
                 # Valkey reports redis_version 7.2.4 for compatibility, and its own apart.
@@ -94,8 +96,19 @@ def start_server(binary: str, *extra: str, persistence: bool = False) -> Server:
     for _ in range(5):
         port = free_port()
         workdir = Path(tempfile.mkdtemp(prefix="redistate-srv-"))
-        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir),
-                "--logfile", str(workdir / "server.log"), "--daemonize", "no"]
+        args = [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(workdir),
+            "--logfile",
+            str(workdir / "server.log"),
+            "--daemonize",
+            "no",
+        ]
         if not persistence:
             args += ["--save", "", "--appendonly", "no"]
         args += list(extra)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from redis import exceptions as rex
 from redis.asyncio import Redis
@@ -33,14 +33,15 @@ class AsyncConnection:
         load it and send it again: one extra round trip, once per server."""
         with translate(self.address):
             try:
-                return await self.client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                return await self.client.evalsha(script.sha, len(keys), *keys, *args)
             except rex.NoScriptError:
                 await self.client.script_load(script.source)
-                return await self.client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                return await self.client.evalsha(script.sha, len(keys), *keys, *args)
 
     async def get(self, key: str) -> bytes | None:
         with translate(self.address):
-            return await self.client.get(key)  # type: ignore[no-any-return]
+            # decode_responses is refused in __init__, so replies are bytes.
+            return cast("bytes | None", await self.client.get(key))
 
     async def pttl(self, key: str) -> int:
         with translate(self.address):
@@ -57,7 +58,7 @@ class AsyncConnection:
             with translate(self.address):
                 cursor, batch = await self.client.scan(cursor, match=pattern, count=count)
             for key in batch:
-                yield key
+                yield cast(bytes, key)
             if not cursor:
                 return
 

@@ -9,7 +9,7 @@ from typing import Any
 from .._backoff import backoff_delay
 from .._io import async_sleep
 from ..codec import to_json_value
-from ..errors import ConflictError
+from ..errors import ConflictError, InvalidId
 from ..mergepatch import merge_patch
 from ..records import (
     DEFAULT,
@@ -139,4 +139,7 @@ class AsyncCollection:
         """Every id in the collection (SCAN). A key rehashed mid-scan may appear twice."""
         keys = self.spec.keys
         async for key in self._conn.scan(keys.record_pattern(self.spec.kind)):
-            yield keys.record_id(self.spec.kind, key)
+            try:
+                yield keys.record_id(self.spec.kind, key)
+            except InvalidId:
+                continue  # a foreign key that only looks like ours

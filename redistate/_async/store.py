@@ -6,8 +6,8 @@ from types import TracebackType
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.backoff import NoBackoff
 from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from ..codec import Codec, JsonCodec
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
@@ -76,7 +76,9 @@ class AsyncStore:
             raise ValueError(f"collection name {name!r} is reserved ({sorted(RESERVED_KINDS)})")
         return self._collection(name, ttl=ttl, max_bytes=max_bytes)
 
-    def _collection(self, kind: str, *, ttl: float | None, max_bytes: int | None) -> AsyncCollection:
+    def _collection(
+        self, kind: str, *, ttl: float | None, max_bytes: int | None
+    ) -> AsyncCollection:
         limit = self._max_bytes if max_bytes is None else max_bytes
         spec = RecordSpec(self.keys, kind, self.codec, ttl=ttl, max_bytes=limit)
         return AsyncCollection(self._conn, spec, attempts=self._attempts)

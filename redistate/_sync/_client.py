@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from redis import exceptions as rex
 from redis import Redis
@@ -34,14 +34,15 @@ class Connection:
         load it and send it again: one extra round trip, once per server."""
         with translate(self.address):
             try:
-                return self.client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                return self.client.evalsha(script.sha, len(keys), *keys, *args)
             except rex.NoScriptError:
                 self.client.script_load(script.source)
-                return self.client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                return self.client.evalsha(script.sha, len(keys), *keys, *args)
 
     def get(self, key: str) -> bytes | None:
         with translate(self.address):
-            return self.client.get(key)  # type: ignore[no-any-return]
+            # decode_responses is refused in __init__, so replies are bytes.
+            return cast("bytes | None", self.client.get(key))
 
     def pttl(self, key: str) -> int:
         with translate(self.address):
@@ -58,7 +59,7 @@ class Connection:
             with translate(self.address):
                 cursor, batch = self.client.scan(cursor, match=pattern, count=count)
             for key in batch:
-                yield key
+                yield cast(bytes, key)
             if not cursor:
                 return
 

@@ -7,8 +7,8 @@ from types import TracebackType
 from typing import Any
 
 from redis import Redis
-from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.backoff import NoBackoff
 
 from ..codec import Codec, JsonCodec
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
@@ -77,7 +77,9 @@ class Store:
             raise ValueError(f"collection name {name!r} is reserved ({sorted(RESERVED_KINDS)})")
         return self._collection(name, ttl=ttl, max_bytes=max_bytes)
 
-    def _collection(self, kind: str, *, ttl: float | None, max_bytes: int | None) -> Collection:
+    def _collection(
+        self, kind: str, *, ttl: float | None, max_bytes: int | None
+    ) -> Collection:
         limit = self._max_bytes if max_bytes is None else max_bytes
         spec = RecordSpec(self.keys, kind, self.codec, ttl=ttl, max_bytes=limit)
         return Collection(self._conn, spec, attempts=self._attempts)

@@ -30,7 +30,7 @@ EXACT: dict[str, Any] = {
     "empty_list": [],
     "empty_obj": {},
     "nested": {"a": None, "b": [None, {"c": None}], "d": {"e": {}}},
-    "text": "naïve 中文 🦜 \u0000 \n \"quoted\"",
+    "text": 'naïve 中文 🦜 \u0000 \n "quoted"',
     "bool": [True, False],
 }
 
@@ -158,7 +158,9 @@ async def test_conditional_delete(store: AsyncStore) -> None:
 # -- TTL ----------------------------------------------------------------------------
 
 
-async def test_sessions_expire_after_an_hour_by_default(store: AsyncStore, backend: Backend) -> None:
+async def test_sessions_expire_after_an_hour_by_default(
+    store: AsyncStore, backend: Backend
+) -> None:
     rec = await store.sessions.put("s", {"a": 1})
     pttl = backend.raw().pttl(store.keys.record("session", "s"))
     assert 3_595_000 < pttl <= 3_600_000
@@ -395,7 +397,21 @@ async def test_a_foreign_value_is_an_integrity_error(store: AsyncStore, backend:
 # -- ids and keys --------------------------------------------------------------------
 
 
-SPECIAL_IDS = ["plain", "a{b}", "{", "}", "*", "?", "[x]", "\\", "%7B", "%", "a:b", "中文", "x" * 512]
+SPECIAL_IDS = [
+    "plain",
+    "a{b}",
+    "{",
+    "}",
+    "*",
+    "?",
+    "[x]",
+    "\\",
+    "%7B",
+    "%",
+    "a:b",
+    "中文",
+    "x" * 512,
+]
 
 
 async def test_ids_lists_exactly_the_collection(store: AsyncStore, backend: Backend) -> None:
@@ -435,7 +451,9 @@ async def test_scripts_reload_after_script_flush(store: AsyncStore, backend: Bac
 # -- round trips (read from the server) ---------------------------------------------
 
 
-async def test_one_round_trip_per_operation(server_store: AsyncStore, roundtrips: RoundTrips) -> None:
+async def test_one_round_trip_per_operation(
+    server_store: AsyncStore, roundtrips: RoundTrips
+) -> None:
     s = server_store
     await s.sessions.put("warm", {})  # connect and load scripts first
     await s.sessions.get("warm", touch=True)

@@ -31,7 +31,7 @@ EXACT: dict[str, Any] = {
     "empty_list": [],
     "empty_obj": {},
     "nested": {"a": None, "b": [None, {"c": None}], "d": {"e": {}}},
-    "text": "naïve 中文 🦜 \u0000 \n \"quoted\"",
+    "text": 'naïve 中文 🦜 \u0000 \n "quoted"',
     "bool": [True, False],
 }
 
@@ -159,7 +159,9 @@ def test_conditional_delete(store: Store) -> None:
 # -- TTL ----------------------------------------------------------------------------
 
 
-def test_sessions_expire_after_an_hour_by_default(store: Store, backend: Backend) -> None:
+def test_sessions_expire_after_an_hour_by_default(
+    store: Store, backend: Backend
+) -> None:
     rec = store.sessions.put("s", {"a": 1})
     pttl = backend.raw().pttl(store.keys.record("session", "s"))
     assert 3_595_000 < pttl <= 3_600_000
@@ -396,7 +398,21 @@ def test_a_foreign_value_is_an_integrity_error(store: Store, backend: Backend) -
 # -- ids and keys --------------------------------------------------------------------
 
 
-SPECIAL_IDS = ["plain", "a{b}", "{", "}", "*", "?", "[x]", "\\", "%7B", "%", "a:b", "中文", "x" * 512]
+SPECIAL_IDS = [
+    "plain",
+    "a{b}",
+    "{",
+    "}",
+    "*",
+    "?",
+    "[x]",
+    "\\",
+    "%7B",
+    "%",
+    "a:b",
+    "中文",
+    "x" * 512,
+]
 
 
 def test_ids_lists_exactly_the_collection(store: Store, backend: Backend) -> None:
@@ -436,7 +452,9 @@ def test_scripts_reload_after_script_flush(store: Store, backend: Backend) -> No
 # -- round trips (read from the server) ---------------------------------------------
 
 
-def test_one_round_trip_per_operation(server_store: Store, roundtrips: RoundTrips) -> None:
+def test_one_round_trip_per_operation(
+    server_store: Store, roundtrips: RoundTrips
+) -> None:
     s = server_store
     s.sessions.put("warm", {})  # connect and load scripts first
     s.sessions.get("warm", touch=True)

@@ -1,0 +1,41 @@
+"""The examples are part of the documentation: they must run, embedded and on a server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Backend
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
+
+
+def _run(path: Path, url: str | None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "REDISTATE_URL"}
+    if url:
+        env["REDISTATE_URL"] = url
+    done = subprocess.run(
+        [sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs_embedded(path: Path) -> None:
+    out = _run(path, None)
+    assert out.strip()
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs_on_a_server(path: Path, server_backend: Backend) -> None:
+    out = _run(path, server_backend.url)
+    if path.name == "quickstart.py":
+        assert "refused: conflict" in out and "user u1: {'prefs': {'lang': 'zh'}}" in out
+    else:
+        assert "facts kept: 20 of 20" in out

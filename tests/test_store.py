@@ -1,0 +1,147 @@
+"""Store construction, connection failures and packaging concerns."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from redistate import AsyncStore, Store, StoreUnavailable
+from tests.conftest import Backend
+from tests.servers import free_port
+
+
+def test_unreachable_server_names_the_address() -> None:
+    port = free_port()
+    store = Store.from_url(f"redis://127.0.0.1:{port}/0", timeout=1)
+    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{port}") as info:
+        store.sessions.get("s")
+    assert isinstance(info.value.__cause__, redis.ConnectionError)
+
+
+async def test_unreachable_server_async() -> None:
+    port = free_port()
+    store = AsyncStore.from_url(f"redis://127.0.0.1:{port}/0", timeout=1)
+    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{port}"):
+        await store.sessions.put("s", {})
+    await store.aclose()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A socket that accepts connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield int(listener.getsockname()[1])
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    listener.close()
+
+
+def test_a_silent_server_fails_within_the_timeout(silent_server: int) -> None:
+    store = Store.from_url(f"redis://127.0.0.1:{silent_server}/0", timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{silent_server}"):
+        store.users.put("u", {"a": 1})
+    # Bounded by the configured timeout (generous slack for a loaded CI machine).
+    assert time.monotonic() - started < 3
+
+
+def test_decode_responses_clients_are_refused(server_backend: Backend) -> None:
+    client = redis.Redis.from_url(server_backend.url, decode_responses=True)
+    with pytest.raises(ValueError, match="decode_responses"):
+        Store(client)
+    client.close()
+
+
+def test_from_url(server_backend: Backend, namespace: str) -> None:
+    with Store.from_url(server_backend.url, namespace=namespace) as store:
+        assert store.sessions.put("s", {"a": 1}).data == {"a": 1}
+        assert store.client.get(store.keys.record("session", "s")) is not None
+
+
+async def test_async_from_url(server_backend: Backend, namespace: str) -> None:
+    async with AsyncStore.from_url(server_backend.url, namespace=namespace) as store:
+        assert (await store.sessions.put("s", {"a": 1})).data == {"a": 1}
+
+
+def test_embedded_needs_no_server() -> None:
+    store = Store.embedded(namespace="demo")
+    store.sessions.put("s", {"turn": 1})
+    rec = store.sessions.update("s", lambda d: {"turn": d["turn"] + 1})
+    assert rec.data == {"turn": 2}
+    assert list(store.sessions.ids()) == ["s"]
+
+
+async def test_async_embedded_needs_no_server() -> None:
+    store = AsyncStore.embedded()
+    await store.users.merge("u", {"a": {"b": 1}})
+    rec = await store.users.merge("u", {"a": {"c": 2}})
+    assert rec.data == {"a": {"b": 1, "c": 2}}
+
+
+def test_import_is_light() -> None:
+    code = (
+        "import sys, redistate\n"
+        "heavy = ('fakeredis', 'lupa', 'redis.asyncio', 'hypothesis')\n"
+        "heavy = [m for m in heavy if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_concurrent_coroutines_lose_nothing(backend: Backend, namespace: str) -> None:
+    async def main() -> dict[str, int]:
+        store = AsyncStore(backend.async_client(), namespace=namespace)
+        await asyncio.gather(*(store.users.merge("u", {f"k{i}": i}) for i in range(60)))
+        await asyncio.gather(
+            *(store.sessions.update("s", lambda d: {"n": d.get("n", 0) + 1}) for _ in range(60))
+        )
+        u, s = await store.users.get("u"), await store.sessions.get("s")
+        await store.aclose()
+        assert u is not None and s is not None
+        return {"keys": len(u.data), "n": s.data["n"]}
+
+    assert asyncio.run(main()) == {"keys": 60, "n": 60}
+
+
+def test_concurrent_threads_lose_nothing(backend: Backend, namespace: str) -> None:
+    store = Store(backend.sync_client(), namespace=namespace)
+
+    def work(t: int) -> None:
+        for i in range(25):
+            store.users.merge("u", {f"t{t}-{i}": i})
+            store.sessions.update("s", lambda d: {"n": d.get("n", 0) + 1})
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    u, s = store.users.get("u"), store.sessions.get("s")
+    assert u is not None and len(u.data) == 100
+    assert s is not None and s.data["n"] == 100

@@ -1,0 +1,127 @@
+"""Lua scripts as package data: headers, SHAs, libraries."""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+
+import pytest
+
+from redistate import scripts
+from redistate.scripts import Script, script
+
+LUA_DIR = resources.files("redistate").joinpath("lua")
+
+
+def _lua_files() -> dict[str, str]:
+    """Every ``.lua`` file shipped in the package: stem -> text."""
+    return {
+        entry.name[: -len(".lua")]: entry.read_text("utf-8")
+        for entry in LUA_DIR.iterdir()
+        if entry.name.endswith(".lua")
+    }
+
+
+def _header(text: str) -> str:
+    assert text.startswith("--[["), text[:40]
+    end = text.find("]]")
+    assert end > 0, "header comment is never closed"
+    return text[: end + 2]
+
+
+def test_there_are_scripts_and_libraries() -> None:
+    files = _lua_files()
+    assert {"record_put", "record_touch", "record_delete"} <= set(scripts.names())
+    assert "_envelope" in files
+    assert len(set(scripts.names())) == len(scripts.names())
+
+
+@pytest.mark.parametrize("name", scripts.names())
+def test_script_loads(name: str) -> None:
+    loaded = script(name)
+    assert isinstance(loaded, Script)
+    assert loaded.name == name
+    assert loaded.source.strip()
+    assert script(name) is loaded  # cached
+
+
+@pytest.mark.parametrize("name", scripts.names())
+def test_script_file_has_a_header(name: str) -> None:
+    text = _lua_files()[name]
+    header = _header(text)
+    assert header.startswith(f"--[[ {name}:")
+    for word in ("KEYS", "ARGV", "returns"):
+        assert word in header, f"{name}.lua header does not mention {word}"
+
+
+@pytest.mark.parametrize("name", scripts.names())
+def test_sha_is_sha1_of_the_source(name: str) -> None:
+    loaded = script(name)
+    assert loaded.sha == hashlib.sha1(loaded.source.encode("utf-8")).hexdigest()
+    assert len(loaded.sha) == 40
+    assert loaded.sha == loaded.sha.lower()
+
+
+@pytest.mark.parametrize("name", scripts.names())
+def test_source_is_libraries_then_the_script_file(name: str) -> None:
+    files = _lua_files()
+    source = script(name).source
+    assert source.endswith(files[name])
+    prefix = source[: -len(files[name])]
+    libraries = {stem: text for stem, text in files.items() if stem.startswith("_")}
+    # The prefix is a concatenation of whole library files, nothing else.
+    rest = prefix
+    while rest:
+        match = [stem for stem, text in libraries.items() if rest.startswith(text)]
+        assert match, f"{name}: unexpected text before the script: {rest[:60]!r}"
+        rest = rest[len(libraries[match[0]]) :]
+
+
+def test_record_scripts_use_the_envelope_library() -> None:
+    envelope = _lua_files()["_envelope"]
+    for name in ("record_put", "record_touch", "record_delete"):
+        assert script(name).source.startswith(envelope)
+
+
+def test_scripts_differ() -> None:
+    shas = {script(name).sha for name in scripts.names()}
+    assert len(shas) == len(scripts.names())
+
+
+@pytest.mark.parametrize("name", ["nope", "", "record_put.lua", "RECORD_PUT", "_envelope"])
+def test_unknown_name_is_a_key_error(name: str) -> None:
+    with pytest.raises(KeyError):
+        script(name)
+
+
+def test_library_files_are_not_scripts() -> None:
+    libraries = [stem for stem in _lua_files() if stem.startswith("_")]
+    assert libraries
+    for stem in libraries:
+        assert stem not in scripts.names()
+        with pytest.raises(KeyError):
+            script(stem)
+
+
+def test_every_script_name_has_a_file() -> None:
+    files = _lua_files()
+    for name in scripts.names():
+        assert name in files
+        assert not name.startswith("_")
+
+
+def test_every_lua_file_is_a_script_or_a_library_used_by_one() -> None:
+    names = set(scripts.names())
+    sources = [script(name).source for name in names]
+    for stem, text in _lua_files().items():
+        if stem.startswith("_"):
+            users = [source for source in sources if text in source]
+            assert users, f"library {stem}.lua is used by no script"
+        else:
+            assert stem in names, f"{stem}.lua is not a registered script"
+
+
+def test_library_headers_say_they_are_not_scripts() -> None:
+    for stem, text in _lua_files().items():
+        if stem.startswith("_"):
+            assert _header(text).startswith(f"--[[ {stem}:")
