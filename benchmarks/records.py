@@ -21,14 +21,12 @@ import importlib.util
 import json
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import orjson
@@ -37,6 +35,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from redistate import Store
+
+# The same server fixture the tests use (free loopback port, no persistence).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.servers import redis_binary, running
 
 TTL_S = 3600
 TTL_MS = TTL_S * 1000
@@ -62,37 +64,6 @@ def value_1k() -> dict[str, Any]:
     data["text"] = "x" * (1024 - len(orjson.dumps(data)))
     assert len(orjson.dumps(data)) == 1024
     return data
-
-
-@contextmanager
-def redis_server() -> Iterator[str]:
-    """A throwaway redis-server on a free loopback port; yields its URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1"]
-    cmd += ["--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        probe = redis.Redis(port=port, socket_connect_timeout=0.2)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                probe.ping()
-                break
-            except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not start on port {port}") from None
-                time.sleep(0.05)
-        probe.close()
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @dataclass
@@ -192,43 +163,29 @@ def build_ops(store: Store, raw: redis.Redis, prefix: str) -> list[Op]:
     def bump(d: Any) -> Any:
         return {**d, "turn": d["turn"] + 1}
 
+    # fmt: off
     return [
-        Op(
-            "put",
-            lambda: sessions.put("s-put", data, ttl=TTL_S),
-            lambda: raw.set(rk["put"], orjson.dumps(data), px=TTL_MS),
-            1,
-        ),
-        Op(
-            "get",
-            lambda: sessions.get("s-get"),
-            lambda: orjson.loads(cast(bytes, raw.get(rk["get"]))),
-            1,
-        ),
+        Op("put", lambda: sessions.put("s-put", data, ttl=TTL_S),
+           lambda: raw.set(rk["put"], orjson.dumps(data), px=TTL_MS), 1),
+        Op("get", lambda: sessions.get("s-get"),
+           lambda: orjson.loads(cast(bytes, raw.get(rk["get"]))), 1),
         Op("conditional put", rs_cas, raw_cas_op, 1),
-        Op(
-            "merge",
-            lambda: users.merge("u-merge", patch),
-            lambda: raw_update(rk["merge"], 0, merge),
-            2,
-        ),
-        Op(
-            "update",
-            lambda: sessions.update("s-update", bump),
-            lambda: raw_update(rk["update"], TTL_MS, bump),
-            2,
-        ),
-        Op(
-            "get(touch)",
-            lambda: sessions.get("s-get", touch=True),
-            lambda: orjson.loads(cast(bytes, raw.getex(rk["get"], px=TTL_MS))),
-            1,
-        ),
+        Op("merge", lambda: users.merge("u-merge", patch),
+           lambda: raw_update(rk["merge"], 0, merge), 2),
+        Op("update", lambda: sessions.update("s-update", bump),
+           lambda: raw_update(rk["update"], TTL_MS, bump), 2),
+        Op("get(touch)", lambda: sessions.get("s-get", touch=True),
+           lambda: orjson.loads(cast(bytes, raw.getex(rk["get"], px=TTL_MS))), 1),
     ]
+    # fmt: on
 
 
 def pct(sorted_ns: list[int], q: float) -> float:
     return sorted_ns[min(len(sorted_ns) - 1, int(q * len(sorted_ns)))] / 1000
+
+
+def median_ratio(a: list[float], b: list[float]) -> float:
+    return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
 
 def summarize(op: Op, n: int) -> dict[str, Any]:
@@ -241,12 +198,8 @@ def summarize(op: Op, n: int) -> dict[str, Any]:
         row[f"{name}_round_trips"] = side.reads / len(s)
         row[f"{name}_server_cmds"] = side.commands / len(s)
     rs, raw = op.sides["rs"], op.sides["raw"]
-    row["ratio_p50"] = statistics.median(
-        a / b for a, b in zip(rs.block_p50, raw.block_p50, strict=True)
-    )
-    row["ratio_mean"] = statistics.median(
-        a / b for a, b in zip(rs.block_mean, raw.block_mean, strict=True)
-    )
+    row["ratio_p50"] = median_ratio(rs.block_p50, raw.block_p50)
+    row["ratio_mean"] = median_ratio(rs.block_mean, raw.block_mean)
     row["target_round_trips"] = op.target
     row["n"] = n
     return row
@@ -345,7 +298,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.url:
         return bench(args.url, args)
-    with redis_server() as url:
+    with running(redis_binary()) as server:
+        url = server.url
         return bench(url, args)
 
 

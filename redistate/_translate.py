@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final
 
 from redis import exceptions as rex
 
 from .errors import IntegrityError, RedistateError, StoreUnavailable
 
-__all__ = ["describe", "translate"]
+__all__ = ["ERRORS", "describe", "translate"]
+
+# What the I/O shells catch around every redis-py call (then pass to translate()).
+ERRORS: Final = (rex.RedisError, OSError)
 
 
 def describe(client: Any) -> str:
@@ -27,19 +28,13 @@ def describe(client: Any) -> str:
     return type(client).__name__
 
 
-@contextmanager
-def translate(address: str) -> Iterator[None]:
-    """Map redis-py errors raised inside the block, chaining the original."""
-    try:
-        yield
-    except rex.NoScriptError:
-        raise  # handled by the script runner, which reloads and resends
-    except (rex.ConnectionError, rex.TimeoutError, TimeoutError, ConnectionError) as exc:
-        raise StoreUnavailable(f"redis at {address} is unavailable: {exc}") from exc
-    except rex.ResponseError as exc:
+def translate(exc: BaseException, address: str) -> RedistateError:
+    """The redistate error for a redis-py (or socket) error; raise it ``from exc``."""
+    if isinstance(exc, rex.ConnectionError | rex.TimeoutError | OSError):
+        return StoreUnavailable(f"redis at {address} is unavailable: {exc}")
+    if isinstance(exc, rex.ResponseError):
         message = str(exc)
         if message.startswith(("RSINTEGRITY", "WRONGTYPE")):
-            raise IntegrityError(f"{message} (at {address})") from exc
-        raise RedistateError(f"redis at {address} replied with an error: {message}") from exc
-    except rex.RedisError as exc:
-        raise RedistateError(f"redis at {address}: {exc}") from exc
+            return IntegrityError(f"{message} (at {address})")
+        return RedistateError(f"redis at {address} replied with an error: {message}")
+    return RedistateError(f"redis at {address}: {exc}")

@@ -1,33 +1,39 @@
 """The record envelope: one Redis string holding a small text header and the payload.
 
-``R1,<version>,<expires_ms>,<updated_ms>,<schema>,<write_id>\\n<payload>``
+``R1,<version:16>,<expires_ms:13>,<updated_ms:13>,<schema>,<write_id>\\n<payload>``
 
-The header is built by the Lua scripts (they own version and time) and parsed here
-and in ``lua/_envelope.lua``. A flat string keeps memory per record low and lets a
-plain GET read a record in one command.
+The client frames a value with zeroed version/expiry/updated fields; the write script
+fills them in place (SETRANGE), so the payload never passes through Lua. Fixed widths
+let scripts read and patch the header without touching the payload. Parsed here and in
+``lua/_envelope.lua``, which accept exactly the same shapes.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import Final, NamedTuple
 
 from .errors import IntegrityError
 
-__all__ = ["Envelope", "unpack"]
+__all__ = ["Envelope", "frame", "unpack"]
 
-# Exactly what lua/_envelope.lua accepts: Python must not read what a script refuses.
-_HEADER = re.compile(rb"R1,(\d+),(\d+),(\d+),(\d+),([A-Za-z0-9_-]*)\n")
+MAX_WRITE_ID: Final = 32
+_UNWRITTEN: Final = b"R1,0000000000000000,0000000000000,0000000000000,"
+_HEADER: Final = re.compile(rb"R1,(\d{16}),(\d{13}),(\d{13}),(\d{1,9}),([A-Za-z0-9_-]{1,32})\n")
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope:
+class Envelope(NamedTuple):
     version: int
     expires_ms: int
     updated_ms: int
     schema: int
     write_id: str
     payload: bytes
+
+
+def frame(schema: int, write_id: str, payload: bytes) -> bytes:
+    """The value a write script receives: header with zeroed fields, then the payload."""
+    return b"%s%d,%s\n%s" % (_UNWRITTEN, schema, write_id.encode("ascii"), payload)
 
 
 def unpack(key: str, raw: bytes) -> Envelope:

@@ -6,13 +6,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
+import os
 import secrets
 from dataclasses import dataclass
 from typing import Any, Final
 
 from .codec import Codec
-from .envelope import Envelope, unpack
+from .envelope import frame, unpack
 from .errors import ConflictError, StateTooLarge
 from .keys import KeySpace
 
@@ -50,9 +52,28 @@ class Record:
     expires_at: dt.datetime | None
 
 
-def new_write_id() -> str:
-    """A random id sent with a write, so a resent write is recognised (72 bits)."""
-    return secrets.token_urlsafe(9)
+class _WriteIds:
+    """Write ids: a random per-process prefix (72 bits) and a counter.
+
+    Unique without a syscall per write; the prefix is redrawn in a forked child so
+    parent and child never share a sequence.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._prefix = secrets.token_urlsafe(9)
+        self._counter = itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._counter):x}"
+
+
+new_write_id: Final = _WriteIds()
+"""A write id ([A-Za-z0-9_-], at most 32 chars), so a resent write is recognised."""
 
 
 def check_ttl(ttl: object, what: str = "ttl") -> int:
@@ -102,7 +123,7 @@ def _expiry(expires_ms: int) -> dt.datetime | None:
 class RecordSpec:
     """A collection's settings and every non-I/O step of its operations."""
 
-    __slots__ = ("codec", "keys", "kind", "max_bytes", "schema", "ttl_ms")
+    __slots__ = ("_key_cache", "codec", "keys", "kind", "max_bytes", "schema", "ttl_ms")
 
     def __init__(
         self,
@@ -120,10 +141,19 @@ class RecordSpec:
         self.ttl_ms = check_ttl(ttl, "collection ttl")
         self.max_bytes = check_max_bytes(max_bytes)
         self.schema = schema
+        self._key_cache: dict[str, str] = {}
         keys.record_pattern(kind)  # validates the kind once, up front
 
     def key(self, entity_id: str) -> str:
-        return self.keys.record(self.kind, entity_id)
+        # Agents address the same few ids over and over; a small cache saves the
+        # validation and escaping on the hot path. Cleared, not evicted: simple and bounded.
+        key = self._key_cache.get(entity_id) if type(entity_id) is str else None
+        if key is None:
+            key = self.keys.record(self.kind, entity_id)
+            if len(self._key_cache) >= 4096:
+                self._key_cache.clear()
+            self._key_cache[entity_id] = key
+        return key
 
     def ttl_for(self, ttl: TTL) -> int:
         return self.ttl_ms if isinstance(ttl, Default) else check_ttl(ttl)
@@ -137,22 +167,20 @@ class RecordSpec:
 
     def put_args(
         self, expected: int | None, ttl_ms: int, write_id: str, payload: bytes
-    ) -> list[Any]:
-        return ["" if expected is None else expected, ttl_ms, write_id, self.schema, payload]
+    ) -> tuple[Any, ...]:
+        """ARGV of record_put: expected version, ttl, the framed value, its write id."""
+        framed = frame(self.schema, write_id, payload)
+        return ("" if expected is None else expected, ttl_ms, framed, write_id)
 
     def written(
-        self, entity_id: str, key: str, payload: bytes, expected: int | None, reply: Any
+        self, entity_id: str, key: str, data: Any, expected: int | None, reply: Any
     ) -> Record:
-        """Turn a record_put reply into a Record, or raise ConflictError."""
+        """Turn a record_put reply into a Record (holding ``data`` as passed, not a
+        re-decoded copy: that would cost a decode per write), or raise ConflictError."""
         status, version, expires_ms = int(reply[0]), int(reply[1]), int(reply[2])
         if status == 0:
             raise ConflictError(key, expected if expected is not None else -1, version)
-        return Record(
-            entity_id, self.codec.decode(payload, key.encode("utf-8")), version, _expiry(expires_ms)
-        )
-
-    def envelope(self, key: str, raw: bytes | None) -> Envelope | None:
-        return None if raw is None else unpack(key, raw)
+        return Record(entity_id, data, version, _expiry(expires_ms))
 
     def record(self, entity_id: str, key: str, raw: bytes | None) -> Record | None:
         """Decode a stored value (GET reply) into a Record."""
@@ -161,9 +189,6 @@ class RecordSpec:
         env = unpack(key, raw)
         data = self.codec.decode(env.payload, key.encode("utf-8"))
         return Record(entity_id, data, env.version, _expiry(env.expires_ms))
-
-    def touched(self, reply: Any) -> dt.datetime | None:
-        return _expiry(int(reply[0]))
 
     def deleted(self, key: str, expected: int, reply: Any) -> bool:
         status, version = int(reply[0]), int(reply[1])

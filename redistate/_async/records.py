@@ -60,6 +60,7 @@ class AsyncCollection:
         """Write ``data``, setting the TTL in the same step (one script call).
 
         ``if_version=N`` writes only if the current version is N; 0 means create-only.
+        The returned Record holds ``data`` as passed (``get`` returns it decoded).
 
         Raises:
             ConflictError: the current version is not ``if_version``.
@@ -69,15 +70,13 @@ class AsyncCollection:
         key = self.spec.key(id)
         expected = None if if_version is None else check_version(if_version)
         ttl_ms = self.spec.ttl_for(ttl)
-        payload = self.spec.encode(key, data)
-        return await self._put(id, key, payload, expected, ttl_ms)
+        return await self._put(id, key, data, expected, ttl_ms)
 
-    async def _put(
-        self, id: str, key: str, payload: bytes, expected: int | None, ttl_ms: int
-    ) -> Record:
+    async def _put(self, id: str, key: str, data: Any, expected: int | None, ttl_ms: int) -> Record:
+        payload = self.spec.encode(key, data)
         args = self.spec.put_args(expected, ttl_ms, new_write_id(), payload)
         reply = await self._conn.script(_PUT, (key,), args)
-        return self.spec.written(id, key, payload, expected, reply)
+        return self.spec.written(id, key, data, expected, reply)
 
     async def update(
         self, id: str, fn: Callable[[Any], Any], *, ttl: TTL = DEFAULT, attempts: int | None = None
@@ -94,9 +93,9 @@ class AsyncCollection:
         for attempt in range(limit):
             current = self.spec.record(id, key, await self._conn.get(key))
             expected = 0 if current is None else current.version
-            payload = self.spec.encode(key, fn({} if current is None else current.data))
+            data = fn({} if current is None else current.data)
             try:
-                return await self._put(id, key, payload, expected, ttl_ms)
+                return await self._put(id, key, data, expected, ttl_ms)
             except ConflictError:
                 if attempt + 1 >= limit:
                     raise

@@ -9,14 +9,16 @@ from typing import Any, cast
 from redis import exceptions as rex
 from redis import Redis
 
-from .._translate import describe, translate
+from .._translate import ERRORS, describe, translate
 from ..scripts import Script
 
 __all__ = ["Connection"]
 
+# try/except rather than a context manager: free on the happy path, which is every call.
+
 
 class Connection:
-    """A redis-py client plus the scripts loaded into it. One per store."""
+    """A redis-py client and the scripts it runs. One per store."""
 
     __slots__ = ("address", "client")
 
@@ -32,37 +34,53 @@ class Connection:
     def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
         load it and send it again: one extra round trip, once per server."""
-        with translate(self.address):
+        try:
             try:
-                return self.client.evalsha(script.sha, len(keys), *keys, *args)
+                return self.client.execute_command(  # type: ignore[no-untyped-call]
+                    "EVALSHA", script.sha, len(keys), *keys, *args
+                )
             except rex.NoScriptError:
                 self.client.script_load(script.source)
-                return self.client.evalsha(script.sha, len(keys), *keys, *args)
+                return self.client.execute_command(  # type: ignore[no-untyped-call]
+                    "EVALSHA", script.sha, len(keys), *keys, *args
+                )
+        except ERRORS as exc:
+            raise translate(exc, self.address) from exc
 
     def get(self, key: str) -> bytes | None:
-        with translate(self.address):
+        try:
             # decode_responses is refused in __init__, so replies are bytes.
             return cast("bytes | None", self.client.get(key))
+        except ERRORS as exc:
+            raise translate(exc, self.address) from exc
 
     def pttl(self, key: str) -> int:
-        with translate(self.address):
+        try:
             return int(self.client.pttl(key))
+        except ERRORS as exc:
+            raise translate(exc, self.address) from exc
 
     def delete(self, key: str) -> int:
-        with translate(self.address):
+        try:
             return int(self.client.delete(key))
+        except ERRORS as exc:
+            raise translate(exc, self.address) from exc
 
     def scan(self, pattern: str, count: int = 1000) -> Iterator[bytes]:
         """Every key matching ``pattern`` (SCAN; never KEYS)."""
         cursor: int = 0
         while True:
-            with translate(self.address):
+            try:
                 cursor, batch = self.client.scan(cursor, match=pattern, count=count)
+            except ERRORS as exc:
+                raise translate(exc, self.address) from exc
             for key in batch:
                 yield cast(bytes, key)
             if not cursor:
                 return
 
     def close(self) -> None:
-        with translate(self.address):
+        try:
             self.client.close()
+        except ERRORS as exc:
+            raise translate(exc, self.address) from exc

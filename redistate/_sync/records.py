@@ -61,6 +61,7 @@ class Collection:
         """Write ``data``, setting the TTL in the same step (one script call).
 
         ``if_version=N`` writes only if the current version is N; 0 means create-only.
+        The returned Record holds ``data`` as passed (``get`` returns it decoded).
 
         Raises:
             ConflictError: the current version is not ``if_version``.
@@ -70,15 +71,13 @@ class Collection:
         key = self.spec.key(id)
         expected = None if if_version is None else check_version(if_version)
         ttl_ms = self.spec.ttl_for(ttl)
-        payload = self.spec.encode(key, data)
-        return self._put(id, key, payload, expected, ttl_ms)
+        return self._put(id, key, data, expected, ttl_ms)
 
-    def _put(
-        self, id: str, key: str, payload: bytes, expected: int | None, ttl_ms: int
-    ) -> Record:
+    def _put(self, id: str, key: str, data: Any, expected: int | None, ttl_ms: int) -> Record:
+        payload = self.spec.encode(key, data)
         args = self.spec.put_args(expected, ttl_ms, new_write_id(), payload)
         reply = self._conn.script(_PUT, (key,), args)
-        return self.spec.written(id, key, payload, expected, reply)
+        return self.spec.written(id, key, data, expected, reply)
 
     def update(
         self, id: str, fn: Callable[[Any], Any], *, ttl: TTL = DEFAULT, attempts: int | None = None
@@ -95,9 +94,9 @@ class Collection:
         for attempt in range(limit):
             current = self.spec.record(id, key, self._conn.get(key))
             expected = 0 if current is None else current.version
-            payload = self.spec.encode(key, fn({} if current is None else current.data))
+            data = fn({} if current is None else current.data)
             try:
-                return self._put(id, key, payload, expected, ttl_ms)
+                return self._put(id, key, data, expected, ttl_ms)
             except ConflictError:
                 if attempt + 1 >= limit:
                     raise

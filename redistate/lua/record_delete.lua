@@ -8,10 +8,9 @@ errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign va
 if not string.match(ARGV[1], '^%d+$') then
   return redis.error_reply('RSARG malformed arguments to record_delete')
 end
-local current = redis.call('GET', KEYS[1])
-if not current then return {0, 0} end
-local env = rs_parse(current)
-if not env then return rs_foreign(KEYS[1]) end
-if env.ver ~= tonumber(ARGV[1]) then return {0, env.ver} end
+local version = rs_head(KEYS[1])
+if version == false then return rs_foreign(KEYS[1]) end
+if not version then return {0, 0} end
+if version ~= tonumber(ARGV[1]) then return {0, version} end
 redis.call('DEL', KEYS[1])
-return {1, env.ver}
+return {1, version}

@@ -2,9 +2,9 @@
 KEYS[1]  record key
 ARGV[1]  expected version: "" = any, "0" = only if absent, "N" = only if the current version is N
 ARGV[2]  ttl in ms; "0" = no expiry
-ARGV[3]  write id ([A-Za-z0-9_-]+, client-generated; recognises a resent write)
-ARGV[4]  schema version of the payload (digits)
-ARGV[5]  payload (codec output, stored as is)
+ARGV[3]  the new value, built by the client with zeroed version/expires/updated fields:
+         "R1,0000000000000000,0000000000000,0000000000000,<schema>,<write_id>\n<payload>"
+ARGV[4]  the write id inside ARGV[3] (recognises a resend of a write already applied)
 returns  {status, version, expires_ms, updated_ms}
          status 1: written. status 2: the current value carries this write id, so this
          is a resend of a write already applied; nothing changed. status 0: conflict,
@@ -16,18 +16,19 @@ never repeated, even after delete and re-create, without keeping anything extra.
 ]]
 local expected = ARGV[1]
 local ttl_ms = tonumber(ARGV[2])
+local wid = ARGV[4]
 if (expected ~= '' and not string.match(expected, '^%d+$')) or not ttl_ms or ttl_ms < 0
-    or not string.match(ARGV[3], '^[%w_-]+$') or not string.match(ARGV[4], '^%d+$') then
+    or ttl_ms > 3153600000000 or not string.match(wid, '^[%w_-]+$')
+    or string.sub(ARGV[3], 1, 48) ~= 'R1,0000000000000000,0000000000000,0000000000000,' then
   return redis.error_reply('RSARG malformed arguments to record_put')
 end
 
-local current = redis.call('GET', KEYS[1])
-local version = 0
-if current then
-  local env = rs_parse(current)
-  if not env then return rs_foreign(KEYS[1]) end
-  if env.wid == ARGV[3] then return {2, env.ver, env.exp, env.upd} end
-  version = env.ver
+local version, exp, upd, current_wid = rs_head(KEYS[1])
+if version == false then return rs_foreign(KEYS[1]) end
+if version then
+  if current_wid == wid then return {2, version, exp, upd} end
+else
+  version = 0
 end
 if expected ~= '' and tonumber(expected) ~= version then
   return {0, version, 0, 0}
@@ -37,6 +38,12 @@ local now_us = rs_now_us()
 local new_version = math.max(version + 1, now_us)
 local now_ms = math.floor(now_us / 1000)
 local expires_ms = 0
-if ttl_ms > 0 then expires_ms = now_ms + ttl_ms end
-rs_store(KEYS[1], rs_header(new_version, expires_ms, now_ms, ARGV[4], ARGV[3]) .. ARGV[5], ttl_ms)
+if ttl_ms > 0 then
+  expires_ms = now_ms + ttl_ms
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ttl_ms)
+else
+  redis.call('SET', KEYS[1], ARGV[3])
+end
+redis.call('SETRANGE', KEYS[1], RS_VERSION_AT,
+  string.format('%016.0f,%013.0f,%013.0f', new_version, expires_ms, now_ms))
 return {1, new_version, expires_ms, now_ms}

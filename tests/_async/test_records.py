@@ -495,3 +495,36 @@ async def test_merge_and_update_take_two_round_trips(
     update = roundtrips.stop()
     assert [c[0].upper() for c in merge] == ["GET", "EVALSHA"], merge
     assert [c[0].upper() for c in update] == ["GET", "EVALSHA"], update
+
+
+HEADERS = [
+    b"R1,1795960294114192,0000000000000,1795960294114,1,abc\n{}",  # valid
+    b"R1,1795960294114192,1795960294114,1795960294114,12,a-_Z9\n[]",  # valid
+    b"R1,179596029411419,0000000000000,1795960294114,1,abc\n{}",  # version too short
+    b"R1,1795960294114192,000000000000,1795960294114,1,abc\n{}",  # expiry too short
+    b"R1,1795960294114192,0000000000000,1795960294114,1,\n{}",  # empty write id
+    b"R1,1795960294114192,0000000000000,1795960294114,1,a b\n{}",  # bad write id
+    b"R1,+795960294114192,0000000000000,1795960294114,1,abc\n{}",  # sign
+    b"R1,1795960294114192,0000000000000,1795960294114,1,abc{}",  # no newline
+    b"R2,1795960294114192,0000000000000,1795960294114,1,abc\n{}",  # other format
+    b"",
+]
+
+
+@pytest.mark.parametrize("raw", HEADERS)
+async def test_python_and_lua_accept_the_same_headers(
+    store: AsyncStore, backend: Backend, raw: bytes
+) -> None:
+    backend.raw().set(store.keys.record("user", "u"), raw)
+    try:
+        await store.users.get("u")
+        python_ok = True
+    except IntegrityError:
+        python_ok = False
+    try:
+        await store.users.touch("u", ttl=None)
+        lua_ok = True
+    except IntegrityError:
+        lua_ok = False
+    assert python_ok == lua_ok
+    assert python_ok == (raw in HEADERS[:2])

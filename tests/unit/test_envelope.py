@@ -1,18 +1,21 @@
 """The record envelope.
 
-``R1,<version>,<expires_ms>,<updated_ms>,<schema>,<write_id>\\n<payload>``
+``R1,<version:16>,<expires_ms:13>,<updated_ms:13>,<schema>,<write_id>\\n<payload>``
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redistate.envelope import Envelope, unpack
+from redistate.envelope import Envelope, frame, unpack
 from redistate.errors import IntegrityError, RedistateError
+
+
+def rec(version: int, expires: int, updated: int, schema: int, wid: str) -> bytes:
+    """A stored header with the fixed field widths the scripts write."""
+    return f"R1,{version:016d},{expires:013d},{updated:013d},{schema},{wid}\n".encode()
 
 
 def test_unpack_well_formed_value() -> None:
@@ -30,37 +33,48 @@ def test_unpack_well_formed_value() -> None:
     assert type(env.payload) is bytes
 
 
-def test_unpack_no_expiry_and_empty_payload_and_empty_write_id() -> None:
-    env = unpack("k", b"R1,7,0,5,1,\n")
-    assert env == Envelope(7, 0, 5, 1, "", b"")
+def test_unpack_no_expiry_and_empty_payload() -> None:
+    env = unpack("k", rec(7, 0, 5, 1, "w"))
+    assert env == Envelope(7, 0, 5, 1, "w", b"")
+
+
+def test_an_empty_write_id_is_not_a_record() -> None:
+    with pytest.raises(IntegrityError):
+        unpack("k", rec(7, 0, 5, 1, ""))
 
 
 def test_payload_may_contain_newlines_and_commas() -> None:
     payload = b'{"text":"a,b\\nc"}\n,R1,9,9,9,9,x\n\n'
-    env = unpack("k", b"R1,2,0,1,1,w\n" + payload)
+    env = unpack("k", rec(2, 0, 1, 1, "w") + payload)
     assert env.payload == payload
     assert env.version == 2
     assert env.write_id == "w"
 
 
-def test_envelope_is_frozen() -> None:
-    env = unpack("k", b"R1,1,0,0,1,w\nx")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+def test_envelope_is_immutable() -> None:
+    env = unpack("k", rec(1, 0, 0, 1, "w") + b"x")
+    with pytest.raises(AttributeError):
         env.version = 2  # type: ignore[misc]
 
 
+def test_frame_is_what_the_write_script_expects() -> None:
+    framed = frame(3, "Ab9_-xYz", b'{"a":1}')
+    assert framed == b'R1,0000000000000000,0000000000000,0000000000000,3,Ab9_-xYz\n{"a":1}'
+    assert unpack("k", framed) == Envelope(0, 0, 0, 3, "Ab9_-xYz", b'{"a":1}')
+
+
 @given(
-    st.integers(min_value=0, max_value=2**63 - 1),
-    st.integers(min_value=0, max_value=2**53),
-    st.integers(min_value=0, max_value=2**53),
+    st.integers(min_value=0, max_value=10**16 - 1),
+    st.integers(min_value=0, max_value=10**13 - 1),
+    st.integers(min_value=0, max_value=10**13 - 1),
     st.integers(min_value=0, max_value=10**6),
-    st.text(alphabet="abcXYZ0189_-", max_size=16),
+    st.text(alphabet="abcXYZ0189_-", min_size=1, max_size=16),
     st.binary(max_size=64),
 )
 def test_unpack_reads_every_field_back(
     version: int, expires: int, updated: int, schema: int, write_id: str, payload: bytes
 ) -> None:
-    raw = f"R1,{version},{expires},{updated},{schema},{write_id}\n".encode() + payload
+    raw = rec(version, expires, updated, schema, write_id) + payload
     assert unpack("k", raw) == Envelope(version, expires, updated, schema, write_id, payload)
 
 

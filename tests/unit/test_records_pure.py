@@ -236,13 +236,14 @@ def test_state_too_large_counts_encoded_bytes_not_characters() -> None:
 
 def test_put_args() -> None:
     spec = _spec()
-    assert spec.put_args(None, 0, "wid", b"{}") == ["", 0, "wid", 1, b"{}"]
-    assert spec.put_args(0, 5000, "wid", b"[]") == [0, 5000, "wid", 1, b"[]"]
+    zeroed = b"R1,0000000000000000,0000000000000,0000000000000,"
+    assert spec.put_args(None, 0, "wid", b"{}") == ("", 0, zeroed + b"1,wid\n{}", "wid")
+    assert spec.put_args(0, 5000, "wid", b"[]") == (0, 5000, zeroed + b"1,wid\n[]", "wid")
 
 
 def test_written_reply() -> None:
     spec = _spec()
-    rec = spec.written("a", "ns:notes:{a}", b'{"x":1}', None, [1, 42, 1_700_000_000_000, 7])
+    rec = spec.written("a", "ns:notes:{a}", {"x": 1}, None, [1, 42, 1_700_000_000_000, 7])
     assert rec == Record(
         "a", {"x": 1}, 42, dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc)
     )
@@ -258,7 +259,7 @@ def test_written_conflict() -> None:
 def test_record_from_stored_value() -> None:
     spec = _spec()
     assert spec.record("a", "k", None) is None
-    rec = spec.record("a", "k", b'R1,12,1500,1,1,w\n["v"]')
+    rec = spec.record("a", "k", b'R1,0000000000000012,0000000001500,0000000000001,1,w\n["v"]')
     assert rec == Record("a", ["v"], 12, dt.datetime(1970, 1, 1, 0, 0, 1, 500_000, dt.timezone.utc))
 
 
@@ -269,15 +270,28 @@ def test_deleted_reply() -> None:
         spec.deleted("k", 3, [0, 4])
 
 
-def test_new_write_ids_are_random_and_match_the_lua_pattern() -> None:
-    ids = {new_write_id() for _ in range(200)}
-    assert len(ids) == 200
+def test_new_write_ids_are_unique_and_match_the_lua_pattern() -> None:
+    ids = [new_write_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
     for wid in ids:
-        assert len(wid) == 12
+        assert 1 <= len(wid) <= 32
         assert all(c.isascii() and (c.isalnum() or c in "_-") for c in wid)
 
 
-# -- backoff -----------------------------------------------------------------------
+def test_a_forked_child_draws_its_own_write_ids() -> None:
+    import os
+
+    parent = new_write_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: report one id and leave at once
+        os.write(write, new_write_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert child[:12] != parent[:12]  # a fresh random prefix, not the parent's sequence
 
 
 @pytest.mark.parametrize("seed", [0, 1, 42])
