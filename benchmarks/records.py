@@ -245,6 +245,16 @@ def print_table(rows: list[dict[str, Any]], info: dict[str, Any]) -> None:
     print("targets: get/put ratio <= 1.25 (not enforced); round trips 1 (merge/update 2)")
 
 
+def memory_per_record(store: Store, raw: redis.Redis, prefix: str) -> dict[str, int]:
+    """Bytes Redis holds for one 1 KB session, against the same JSON under SET PX."""
+    data = value_1k()
+    store.sessions.put("memory-probe", data, ttl=TTL_S)
+    raw.set(f"{prefix}:raw:{{memory-probe}}", orjson.dumps(data), px=TTL_MS)
+    ours = int(cast(int, raw.memory_usage(store.keys.record("session", "memory-probe"), samples=0)))
+    theirs = int(cast(int, raw.memory_usage(f"{prefix}:raw:{{memory-probe}}", samples=0)))
+    return {"redistate": ours, "raw": theirs, "overhead": ours - theirs}
+
+
 def bench(url: str, args: argparse.Namespace) -> int:
     namespace = f"bench{os.getpid()}"
     store = Store.from_url(url, namespace=namespace)
@@ -272,9 +282,14 @@ def bench(url: str, args: argparse.Namespace) -> int:
             print(f"  measured {op.name}", file=sys.stderr)
         info = machine(raw)
         print_table(rows, info)
+        memory = memory_per_record(store, raw, namespace)
+        print(
+            f"memory per 1 KB session (MEMORY USAGE): redistate {memory['redistate']} B, "
+            f"raw SET PX {memory['raw']} B, envelope overhead {memory['overhead']} B"
+        )
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
-                json.dump({"machine": info, "results": rows}, f, indent=2)
+                json.dump({"machine": info, "results": rows, "memory": memory}, f, indent=2)
         over = [r for r in rows if r["rs_round_trips"] > r["target_round_trips"] + 0.005]
         for r in over:
             print(f"FAIL {r['operation']}: {r['rs_round_trips']:.3f} round trips/op "
