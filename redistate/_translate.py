@@ -15,7 +15,9 @@ ERRORS: Final = (rex.RedisError, OSError)
 
 
 def describe(client: Any) -> str:
-    """A human-readable address for error messages: ``host:port/db`` or a class name."""
+    """A human-readable address for error messages: ``host:port/db``, nodes, or embedded."""
+    if type(client).__module__.startswith("fakeredis"):
+        return "embedded (fakeredis)"
     pool = getattr(client, "connection_pool", None)
     kwargs = getattr(pool, "connection_kwargs", None) or {}
     if "path" in kwargs:
@@ -24,13 +26,33 @@ def describe(client: Any) -> str:
         return f"{kwargs['host']}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
     nodes = getattr(client, "startup_nodes", None)
     if nodes:
-        return ",".join(f"{n.host}:{n.port}" for n in nodes)
+        listed = nodes.values() if isinstance(nodes, dict) else nodes
+        return "cluster " + ",".join(f"{n.host}:{n.port}" for n in listed)
     return type(client).__name__
 
 
+# Errors a retry may cure: the server is away, loading, failing over or resharding.
+_TRANSIENT = (
+    rex.ConnectionError,
+    rex.TimeoutError,
+    rex.BusyLoadingError,
+    rex.ReadOnlyError,
+    rex.ClusterDownError,
+    rex.TryAgainError,
+    OSError,
+)
+_CREDENTIALS = (rex.AuthenticationError, rex.AuthorizationError, rex.NoPermissionError)
+
+
 def translate(exc: BaseException, address: str) -> RedistateError:
-    """The redistate error for a redis-py (or socket) error; raise it ``from exc``."""
-    if isinstance(exc, rex.ConnectionError | rex.TimeoutError | OSError):
+    """The redistate error for a redis-py (or socket) error; raise it ``from exc``.
+
+    StoreUnavailable only for conditions a retry may cure; refused credentials and
+    error replies are RedistateError (IntegrityError for values that are not records).
+    """
+    if isinstance(exc, _CREDENTIALS):
+        return RedistateError(f"redis at {address} refused the credentials: {exc}")
+    if isinstance(exc, _TRANSIENT):
         return StoreUnavailable(f"redis at {address} is unavailable: {exc}")
     if isinstance(exc, rex.ResponseError):
         message = str(exc)

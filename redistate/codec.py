@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import math
 import uuid
-from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import orjson
 
@@ -45,53 +45,62 @@ def _default(obj: Any) -> Any:
     raise TypeError
 
 
-_NATIVE = (str, int, float, bool, type(None), dt.datetime, dt.date, dt.time, uuid.UUID, enum.Enum)
+_LEAVES = (str, bool, type(None), dt.datetime, dt.date, dt.time, uuid.UUID, enum.Enum)
+MAX_DEPTH: Final = 254  # orjson's own nesting limit
 
 
-def find_unserializable(value: Any, path: str = "$") -> tuple[str, str] | None:
-    """Locate the first value JSON cannot hold: ``(path, reason)`` or None.
+def find_unserializable(value: Any, path: str = "$", depth: int = 0) -> tuple[str, str] | None:
+    """Locate the first value JSON cannot hold exactly: ``(path, reason)`` or None.
 
-    Only called after orjson has refused a value, so its cost is off the hot path.
+    Mirrors what orjson accepts (plus this codec's ``default`` hook) and also flags
+    NaN and infinities, which orjson would silently store as null. Off the hot path:
+    called only after orjson refused a value or wrote a null.
     """
-    if isinstance(value, bool | type(None) | str | float):
+    if depth > MAX_DEPTH:
+        return path, f"nesting deeper than {MAX_DEPTH} levels (or a reference cycle)"
+    if isinstance(value, _LEAVES):
         return None
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return None
+        return path, f"float {value!r} (JSON has no NaN or infinity; it would read back as null)"
     if isinstance(value, int):
-        if not -(2**63) <= value < 2**64:
-            return path, f"integer {str(value)[:40]} (beyond the 64-bit range kept exactly)"
-        return None
-    if isinstance(value, _NATIVE):
-        return None
-    if isinstance(value, Mapping):
-        for k, v in value.items():
+        if -(2**63) <= value < 2**64:
+            return None
+        return path, f"integer {str(value)[:40]} (beyond the 64-bit range kept exactly)"
+    children: Any
+    if isinstance(value, dict):
+        for k in value:
             if not isinstance(k, str):
                 return f"{path}[{k!r}]", f"dict key of type {type(k).__name__} (keys must be str)"
-            found = find_unserializable(v, f"{path}.{k}" if k.isidentifier() else f"{path}[{k!r}]")
-            if found:
-                return found
-        return None
-    if isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            found = find_unserializable(v, f"{path}[{i}]")
-            if found:
-                return found
-        return None
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            found = find_unserializable(getattr(value, f.name), f"{path}.{f.name}")
-            if found:
-                return found
-        return None
-    if callable(getattr(value, "model_dump", None)):
-        return find_unserializable(value.model_dump(mode="json"), path)
-    if isinstance(value, set | frozenset):
-        return find_unserializable(sorted(value, key=repr), path)
-    return path, f"value of type {type(value).__module__}.{type(value).__qualname__}"
+        children = ((f"{path}.{k}" if k.isidentifier() else f"{path}[{k!r}]", v)
+                    for k, v in value.items())  # fmt: skip
+    elif isinstance(value, list) or type(value) is tuple:
+        children = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        children = ((f"{path}.{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value))
+    elif callable(getattr(value, "model_dump", None)):
+        return find_unserializable(value.model_dump(mode="json"), path, depth)
+    elif isinstance(value, set | frozenset):
+        return find_unserializable(sorted(value, key=repr), path, depth)
+    else:
+        kind = f"{type(value).__module__}.{type(value).__qualname__}"
+        return path, f"a value of type {kind} is not JSON-serializable"
+    for child_path, child in children:
+        found = find_unserializable(child, child_path, depth + 1)
+        if found:
+            return found
+    return None
+
+
+def _short(path: str, limit: int = 120) -> str:
+    return path if len(path) <= limit else f"{path[:60]}…{path[-50:]}"
 
 
 class JsonCodec:
-    """JSON through orjson: dataclasses, datetimes, UUIDs, enums and pydantic models in,
-    plain JSON values out. Integers keep their exact value within 64 bits.
-    NaN and infinities have no JSON form and are stored as null, as orjson does.
+    """JSON through orjson: dataclasses, datetimes, UUIDs, enums, sets and pydantic
+    models in, plain JSON values out. Integers keep their exact value within 64 bits.
+    NaN and infinities have no JSON form and are refused (CodecError), not stored as null.
     """
 
     __slots__ = ("_option",)
@@ -101,11 +110,17 @@ class JsonCodec:
 
     def encode(self, value: Any, context: bytes = b"") -> bytes:
         try:
-            return orjson.dumps(value, default=_default, option=self._option)
+            out = orjson.dumps(value, default=_default, option=self._option)
         except (orjson.JSONEncodeError, TypeError, ValueError) as exc:
             found = find_unserializable(value)
             where, what = found if found else ("$", str(exc))
-            raise CodecError(f"cannot encode {where}: {what} is not JSON-serializable") from exc
+            raise CodecError(f"cannot encode {_short(where)}: {what}") from exc
+        # orjson writes NaN and infinities as null; only a null in the output can hide one.
+        if b"null" in out:
+            found = find_unserializable(value)
+            if found:
+                raise CodecError(f"cannot encode {_short(found[0])}: {found[1]}")
+        return out
 
     def decode(self, data: bytes, context: bytes = b"") -> Any:
         try:

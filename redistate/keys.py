@@ -14,8 +14,15 @@ from .errors import InvalidId
 __all__ = ["MAX_ID_BYTES", "RESERVED_KINDS", "KeySpace", "escape_id", "unescape_id"]
 
 MAX_ID_BYTES: Final = 512
-# Kinds with a fixed meaning; store.collection() refuses them.
-RESERVED_KINDS: Final = frozenset({"session", "user", "task", "lock", "fence", "event", "meta"})
+# Kinds redistate uses or will use itself; store.collection() refuses them so that a
+# user collection can never share keys with them.
+RESERVED_KINDS: Final = frozenset(
+    {
+        "session", "user", "task", "lock", "fence", "event", "events", "step", "steps",
+        "checkpoint", "checkpoints", "lease", "meta", "schema", "migration", "index",
+        "idx", "link", "links", "sys", "internal",
+    }
+)  # fmt: skip
 
 # '{' and '}' would move the hash tag; '*?[]\' would leak into SCAN patterns;
 # '%' is the escape character itself. Percent-encoding keeps ids readable.
@@ -24,7 +31,8 @@ _ESCAPE_TABLE: Final = str.maketrans(_ESCAPES)
 _UNESCAPE_RE: Final = re.compile("|".join(re.escape(v) for v in _ESCAPES.values()))
 _UNESCAPES: Final = {v: k for k, v in _ESCAPES.items()}
 
-_NAMESPACE_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+# No ':' in a namespace: "app" must not be a prefix of another namespace's keys.
+_NAMESPACE_RE: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _KIND_RE: Final = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
 
@@ -71,7 +79,7 @@ class KeySpace:
     def __init__(self, namespace: str = "redistate") -> None:
         if not isinstance(namespace, str) or not _NAMESPACE_RE.fullmatch(namespace):
             raise InvalidId(
-                f"namespace {namespace!r} must be 1-64 chars of letters, digits and '_.:-'"
+                f"namespace {namespace!r} must be 1-64 chars of letters, digits and '_.-'"
             )
         self.namespace = namespace
         self._record_prefixes: dict[str, str] = {}

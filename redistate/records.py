@@ -85,7 +85,9 @@ def check_ttl(ttl: object, what: str = "ttl") -> int:
     # Plain comparisons: NaN and inf fail them, and huge ints never overflow a float.
     if not 0 < ttl <= MAX_TTL_SECONDS:
         raise ValueError(f"{what} must be > 0 and <= {MAX_TTL_SECONDS} seconds, got {ttl!r}")
-    return max(1, math.ceil(ttl * 1000))
+    # Never shorter than asked, but 2.007 * 1000 is 2007.0000000000002 in binary floating
+    # point: round away that noise before rounding up.
+    return max(1, math.ceil(round(ttl * 1000, 6)))
 
 
 def check_version(version: object, *, allow_zero: bool = True) -> int:
@@ -155,8 +157,25 @@ class RecordSpec:
             self._key_cache[entity_id] = key
         return key
 
-    def ttl_for(self, ttl: TTL) -> int:
-        return self.ttl_ms if isinstance(ttl, Default) else check_ttl(ttl)
+    def write_ttl(self, ttl: TTL, *, keep_default: bool) -> tuple[int, bool]:
+        """(ttl in ms, keep the record's own TTL?) for a write.
+
+        ``DEFAULT`` means the collection's TTL, or for ``keep_default`` writes
+        (update, merge) the record's current TTL, the collection's when creating.
+        """
+        if isinstance(ttl, Default):
+            return self.ttl_ms, keep_default
+        return check_ttl(ttl), False
+
+    def touch_ttl(self, ttl: TTL) -> int:
+        """TTL in ms for touch; a collection without a TTL needs an explicit one."""
+        if not isinstance(ttl, Default):
+            return check_ttl(ttl)
+        if not self.ttl_ms:
+            raise ValueError(
+                f"collection {self.kind!r} has no TTL to slide: pass ttl= (seconds, or None)"
+            )
+        return self.ttl_ms
 
     def encode(self, key: str, value: Any) -> bytes:
         """Encode ``value`` for ``key``; StateTooLarge if it is over ``max_bytes``."""
@@ -166,11 +185,17 @@ class RecordSpec:
         return payload
 
     def put_args(
-        self, expected: int | None, ttl_ms: int, write_id: str, payload: bytes
+        self,
+        expected: int | None,
+        ttl_ms: int,
+        write_id: str,
+        payload: bytes,
+        *,
+        keep: bool = False,
     ) -> tuple[Any, ...]:
-        """ARGV of record_put: expected version, ttl, the framed value, its write id."""
+        """ARGV of record_put: expected version, ttl, framed value, write id, keep-TTL flag."""
         framed = frame(self.schema, write_id, payload)
-        return ("" if expected is None else expected, ttl_ms, framed, write_id)
+        return ("" if expected is None else expected, ttl_ms, framed, write_id, 1 if keep else 0)
 
     def written(
         self, entity_id: str, key: str, data: Any, expected: int | None, reply: Any

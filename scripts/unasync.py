@@ -3,9 +3,12 @@
     python scripts/unasync.py          # rewrite redistate/_sync and tests/_sync
     python scripts/unasync.py --check  # exit 1 if any generated file is stale
 
-The rewrite is token-based: async keywords go, async names map to their sync
-counterparts. Sleeping goes through redistate._io so no ``await asyncio.sleep``
-is ever rewritten into a call that does not sleep.
+The rewrite is a list of word-boundary regex substitutions: async keywords go, async
+names map to their sync counterparts (``AsyncX`` -> ``X``, ``async_x`` -> ``sync_x``).
+Sleeping and awaiting user callbacks go through redistate._io, because a rewritten
+``await asyncio.sleep(x)`` would become a call that never sleeps. A guard refuses to
+write output that still mentions ``await``, ``async`` or ``asyncio``: such code has no
+faithful sync twin and must move behind the _io seam (or into a non-generated file).
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ SUBS = [
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"\basync_(\w+)", r"sync_\1"),
     (r"\b_async\b", "_sync"),
-    (r"\basync_mode\b", "sync_mode"),
     (r"\basync source of truth\b", "generated sync twin"),
 ]
+LEFTOVER = re.compile(r"\bawait\b|\basync\b|\basyncio\b")
 COMPILED = [(re.compile(p), r) for p, r in SUBS]
 
 
@@ -61,8 +64,14 @@ def transform(text: str) -> str:
 def expected_files() -> dict[Path, str]:
     out: dict[Path, str] = {}
     for src_dir, dst_dir in PAIRS:
-        for src in sorted(src_dir.glob("*.py")):
-            out[dst_dir / src.name] = header(src) + transform(src.read_text("utf-8"))
+        for src in sorted(src_dir.rglob("*.py")):
+            text = transform(src.read_text("utf-8"))
+            for number, line in enumerate(text.splitlines(), 1):
+                if LEFTOVER.search(line):
+                    raise SystemExit(
+                        f"{src.relative_to(ROOT)}:{number}: no sync twin for: {line.strip()}"
+                    )
+            out[dst_dir / src.relative_to(src_dir)] = header(src) + text
     return out
 
 
@@ -71,7 +80,7 @@ def main(argv: list[str]) -> int:
     expected = expected_files()
     stale: list[str] = []
     for dst_dir in {d for _, d in PAIRS}:
-        for existing in dst_dir.glob("*.py"):
+        for existing in dst_dir.rglob("*.py"):
             if existing not in expected:
                 stale.append(f"{existing.relative_to(ROOT)} has no async source")
                 if not check:

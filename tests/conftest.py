@@ -17,7 +17,7 @@ import redis
 
 from redistate import embedded
 from tests.roundtrips import RoundTrips
-from tests.servers import Server, redis_binary, start_server, valkey_binary
+from tests.servers import Server, redis_binary, start_cluster_node, start_server, valkey_binary
 
 BACKENDS = ["embedded", "redis7", "valkey9"]
 SERVER_BACKENDS = ["redis7", "valkey9"]
@@ -66,6 +66,14 @@ def redis7_server() -> Iterator[Server]:
 def valkey9_server() -> Iterator[Server]:
     server = start_server(valkey_binary())
     assert server.version.startswith("9."), server.version
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_node() -> Iterator[Server]:
+    """A one-node Redis 7 cluster (all slots on one primary)."""
+    server = start_cluster_node(redis_binary())
     yield server
     server.stop()
 

@@ -15,10 +15,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
-__all__ = ["Server", "free_port", "redis_binary", "running", "start_server", "valkey_binary"]
+__all__ = [
+    "Server",
+    "free_port",
+    "redis_binary",
+    "running",
+    "start_cluster_node",
+    "start_server",
+    "valkey_binary",
+]
 
 
 def free_port() -> int:
@@ -79,6 +88,9 @@ def _wait_ready(server: Server, deadline: float) -> None:
                 )
             try:
                 info = client.info("server")
+                if int(info["process_id"]) != server.process.pid:
+                    # Another process grabbed the port between our probe and the bind.
+                    raise RuntimeError(f"port {server.port} answers for another server")
                 # Valkey reports redis_version 7.2.4 for compatibility, and its own apart.
                 server.version = str(info.get("valkey_version") or info.get("redis_version", ""))
                 return
@@ -130,3 +142,26 @@ def running(binary: str, *extra: str) -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+
+
+def start_cluster_node(binary: str) -> Server:
+    """A one-node Redis Cluster owning every slot: enough to exercise cluster clients.
+
+    (A 3-primary, 3-replica cluster with failover is issue 6.)
+    """
+    server = start_server(binary, "--cluster-enabled", "yes")
+    client = server.client()
+    command: Any = client.execute_command
+    try:
+        command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        deadline = time.monotonic() + 15
+        while b"cluster_state:ok" not in command("CLUSTER", "INFO"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("one-node cluster did not reach cluster_state:ok")
+            time.sleep(0.02)  # readiness poll, bounded by the deadline
+    except Exception:
+        server.stop()
+        raise
+    finally:
+        client.close()
+    return server

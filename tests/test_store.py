@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from redistate import AsyncStore, Store, StoreUnavailable
+from redistate import AsyncStore, IntegrityError, Store, StoreUnavailable
 from tests.conftest import Backend
 from tests.servers import free_port
 
@@ -68,6 +68,61 @@ def test_a_silent_server_fails_within_the_timeout(silent_server: int) -> None:
         store.users.put("u", {"a": 1})
     # Bounded by the configured timeout (generous slack for a loaded CI machine).
     assert time.monotonic() - started < 3
+
+
+async def test_a_silent_server_fails_within_the_timeout_async(silent_server: int) -> None:
+    store = AsyncStore.from_url(f"redis://127.0.0.1:{silent_server}/0", timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{silent_server}"):
+        await store.users.put("u", {"a": 1})
+    assert time.monotonic() - started < 3
+    await store.aclose()
+
+
+def test_clients_of_the_wrong_flavour_are_refused() -> None:
+    import redis.asyncio
+
+    with pytest.raises(TypeError, match=r"redis\.asyncio\.Redis"):
+        AsyncStore(redis.Redis())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Redis"):
+        Store(redis.asyncio.Redis())  # type: ignore[arg-type]
+
+
+def test_from_url_passes_other_options_to_redis(server_backend: Backend, namespace: str) -> None:
+    with Store.from_url(server_backend.url, namespace=namespace, client_name="agent-7") as store:
+        store.users.put("u", {})
+        assert store.client.client_getname() == "agent-7"
+
+
+async def test_update_takes_a_coroutine_function(backend: Backend, namespace: str) -> None:
+    store = AsyncStore(backend.async_client(), namespace=namespace)
+
+    async def bump(data: dict[str, int]) -> dict[str, int]:
+        await asyncio.sleep(0)
+        return {"n": data.get("n", 0) + 1}
+
+    await store.users.update("u", bump)
+    rec = await store.users.update("u", bump)
+    assert rec.data == {"n": 2}
+    await store.aclose()
+
+
+def test_sync_update_refuses_a_coroutine_function(backend: Backend, namespace: str) -> None:
+    store = Store(backend.sync_client(), namespace=namespace)
+
+    async def bump(data: dict[str, int]) -> dict[str, int]:
+        return {"n": 1}
+
+    with pytest.raises(TypeError, match="AsyncStore"):
+        store.users.update("u", bump)
+    assert store.users.get("u") is None
+
+
+def test_embedded_errors_name_the_embedded_backend() -> None:
+    store = Store.embedded()
+    store.client.hset("redistate:user:{h}", "f", "v")
+    with pytest.raises(IntegrityError, match="embedded"):
+        store.users.get("h")
 
 
 def test_decode_responses_clients_are_refused(server_backend: Backend) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import random
+import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from .._backoff import backoff_delay
-from .._io import async_sleep
+from .._io import async_resolve, async_sleep
 from ..codec import to_json_value
 from ..errors import ConflictError, InvalidId
 from ..mergepatch import merge_patch
@@ -32,35 +32,46 @@ _DELETE = script("record_delete")
 
 
 class AsyncCollection:
-    """Records of one kind: ``store.sessions``, ``store.users``, ``store.collection(...)``."""
+    """Records of one kind: ``store.sessions``, ``store.users``, ``store.collection(...)``.
 
-    __slots__ = ("_conn", "_rng", "attempts", "spec")
+    TTLs: ``put`` sets the collection's TTL unless ``ttl=`` says otherwise; ``update``
+    and ``merge`` keep the record's own TTL (the collection's when they create it);
+    ``touch`` and ``get(touch=True)`` reset it to ``ttl=`` or the collection's TTL.
+    ``ttl=None`` always means "never expires".
+    """
+
+    __slots__ = ("_conn", "attempts", "spec")
 
     def __init__(self, conn: AsyncConnection, spec: RecordSpec, *, attempts: int = 100) -> None:
         self._conn = conn
         self.spec = spec
         self.attempts = check_attempts(attempts)
-        self._rng = random.Random()
 
     @property
     def name(self) -> str:
         return self.spec.kind
 
     async def get(self, id: str, *, touch: bool = False, ttl: TTL = DEFAULT) -> Record | None:
-        """The record, or None. GET; with ``touch=True`` one script that also slides the TTL."""
+        """The record, or None. A GET; with ``touch=True`` one script that also resets
+        the TTL (sliding expiry).
+
+        Raises:
+            IntegrityError: the key holds something that is not a record.
+            CodecError: the stored payload cannot be decoded.
+        """
         key = self.spec.key(id)
         if not touch:
             return self.spec.record(id, key, await self._conn.get(key))
-        reply = await self._conn.script(_TOUCH, (key,), (self.spec.ttl_for(ttl), 1))
+        reply = await self._conn.script(_TOUCH, (key,), (self.spec.touch_ttl(ttl), 1))
         return None if reply is None else self.spec.record(id, key, reply[1])
 
     async def put(
         self, id: str, data: Any, *, ttl: TTL = DEFAULT, if_version: int | None = None
     ) -> Record:
-        """Write ``data``, setting the TTL in the same step (one script call).
+        """Write ``data`` and its TTL in one step (one script call).
 
         ``if_version=N`` writes only if the current version is N; 0 means create-only.
-        The returned Record holds ``data`` as passed (``get`` returns it decoded).
+        The returned Record holds ``data`` as passed; ``get`` returns it decoded.
 
         Raises:
             ConflictError: the current version is not ``if_version``.
@@ -69,37 +80,44 @@ class AsyncCollection:
         """
         key = self.spec.key(id)
         expected = None if if_version is None else check_version(if_version)
-        ttl_ms = self.spec.ttl_for(ttl)
-        return await self._put(id, key, data, expected, ttl_ms)
+        ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
+        return await self._put(id, key, data, expected, ttl_ms, keep)
 
-    async def _put(self, id: str, key: str, data: Any, expected: int | None, ttl_ms: int) -> Record:
+    async def _put(
+        self, id: str, key: str, data: Any, expected: int | None, ttl_ms: int, keep: bool
+    ) -> Record:
         payload = self.spec.encode(key, data)
-        args = self.spec.put_args(expected, ttl_ms, new_write_id(), payload)
+        args = self.spec.put_args(expected, ttl_ms, new_write_id(), payload, keep=keep)
         reply = await self._conn.script(_PUT, (key,), args)
         return self.spec.written(id, key, data, expected, reply)
 
     async def update(
         self, id: str, fn: Callable[[Any], Any], *, ttl: TTL = DEFAULT, attempts: int | None = None
     ) -> Record:
-        """Read, apply ``fn`` to the data ({} if absent) and write back if nobody wrote
-        in between; on conflict retry with jittered backoff. ``fn`` may run several times.
+        """Read, apply ``fn`` to the data ({} if absent) and write the result back if
+        nobody wrote in between; on conflict, retry with jittered backoff. ``fn`` may
+        run several times, so it must not have side effects. Where the store is
+        asynchronous, ``fn`` may be a coroutine function.
 
         Raises:
             ConflictError: still conflicting after ``attempts`` tries.
+            StateTooLarge, CodecError: as for :meth:`put`; nothing is written.
         """
         key = self.spec.key(id)
-        ttl_ms = self.spec.ttl_for(ttl)
+        ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=True)
         limit = self.attempts if attempts is None else check_attempts(attempts)
         for attempt in range(limit):
             current = self.spec.record(id, key, await self._conn.get(key))
             expected = 0 if current is None else current.version
             data = fn({} if current is None else current.data)
+            if inspect.isawaitable(data):
+                data = await async_resolve(data)
             try:
-                return await self._put(id, key, data, expected, ttl_ms)
+                return await self._put(id, key, data, expected, ttl_ms, keep)
             except ConflictError:
                 if attempt + 1 >= limit:
                     raise
-            await async_sleep(backoff_delay(attempt, self._rng))
+            await async_sleep(backoff_delay(attempt))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def merge(self, id: str, patch: Any, *, ttl: TTL = DEFAULT) -> Record:
@@ -107,18 +125,23 @@ class AsyncCollection:
 
         Two round trips without contention (GET, then a compare-and-set script).
         The merge runs in Python so user JSON never passes through server-side cjson.
+
+        Raises:
+            ConflictError: still conflicting after the collection's ``attempts``.
+            StateTooLarge, CodecError: as for :meth:`put`; nothing is written.
         """
         normalized = to_json_value(patch)
         return await self.update(id, lambda data: merge_patch(data, normalized), ttl=ttl)
 
     async def touch(self, id: str, *, ttl: TTL = DEFAULT) -> bool:
-        """Reset the TTL (``ttl=None`` removes it); False if there is no such record."""
+        """Reset the TTL to ``ttl`` or the collection's (``None`` removes it); one script.
+        False if there is no such record."""
         key = self.spec.key(id)
-        reply = await self._conn.script(_TOUCH, (key,), (self.spec.ttl_for(ttl), 0))
+        reply = await self._conn.script(_TOUCH, (key,), (self.spec.touch_ttl(ttl), 0))
         return reply is not None
 
     async def delete(self, id: str, *, if_version: int | None = None) -> bool:
-        """Delete; True if it existed. DEL, or a script when ``if_version`` is given.
+        """Delete; True if it existed. A DEL, or a script when ``if_version`` is given.
 
         Raises:
             ConflictError: the current version is not ``if_version``.
@@ -135,7 +158,8 @@ class AsyncCollection:
         return ttl_seconds(await self._conn.pttl(self.spec.key(id)))
 
     async def ids(self) -> AsyncIterator[str]:
-        """Every id in the collection (SCAN). A key rehashed mid-scan may appear twice."""
+        """Every id in the collection (SCAN, never KEYS). Like SCAN, an id may be
+        reported twice if the keyspace is rehashed during the scan."""
         keys = self.spec.keys
         async for key in self._conn.scan(keys.record_pattern(self.spec.kind)):
             try:

@@ -7,10 +7,12 @@ from types import TracebackType
 from typing import Any
 
 from redis import Redis
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 from redis.backoff import NoBackoff
 
 from ..codec import Codec, JsonCodec
+from ..errors import InvalidId
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
 from ._client import Connection
@@ -18,18 +20,32 @@ from .records import Collection
 
 __all__ = ["Store"]
 
+MIB = 1024 * 1024
+
 
 class Store:
-    """Agent state in Redis: records (sessions, users, named collections)."""
+    """Agent state in Redis: sessions, users and named record collections.
+
+    Args:
+        client: a ``redis`` Redis, Sentinel master or RedisCluster client with
+            ``decode_responses=False``. The store owns it: ``close()`` closes it.
+        namespace: first part of every key (letters, digits, ``_.-``).
+        codec: how values become bytes; JSON (orjson) by default.
+        session_ttl: seconds before an untouched session expires (None: never).
+        max_bytes: largest encoded record, for sessions, users and collections
+            that do not set their own.
+        update_attempts: compare-and-set tries of ``update``/``merge`` before
+            ConflictError.
+    """
 
     def __init__(
         self,
-        client: Redis,
+        client: Redis | RedisCluster,
         *,
         namespace: str = "redistate",
         codec: Codec | None = None,
         session_ttl: float | None = 3600,
-        max_bytes: int = 1024 * 1024,
+        max_bytes: int = MIB,
         update_attempts: int = 100,
     ) -> None:
         self.keys = KeySpace(namespace)
@@ -42,39 +58,62 @@ class Store:
 
     @classmethod
     def from_url(
-        cls, url: str, *, namespace: str = "redistate", timeout: float = 5.0, **options: Any
+        cls,
+        url: str,
+        *,
+        namespace: str = "redistate",
+        timeout: float = 5.0,
+        codec: Codec | None = None,
+        session_ttl: float | None = 3600,
+        max_bytes: int = MIB,
+        update_attempts: int = 100,
+        **redis_options: Any,
     ) -> Store:
-        """Connect to ``redis://`` / ``rediss://`` / ``unix://`` URLs.
+        """Connect to a ``redis://``, ``rediss://`` or ``unix://`` URL.
 
-        ``timeout`` bounds connecting and each reply (StoreUnavailable after it).
-        redis-py's own retries are switched off so one retry layer owns resends.
+        ``timeout`` bounds connecting and each reply (then StoreUnavailable).
+        redis-py's own retries are switched off so that one layer owns resends;
+        other keyword arguments go to ``redis.Redis.from_url``.
         """
-        client = Redis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 0),
+        options: dict[str, Any] = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        options.update(redis_options)
+        client = Redis.from_url(url, **options)
+        return cls(
+            client,
+            namespace=namespace,
+            codec=codec,
+            session_ttl=session_ttl,
+            max_bytes=max_bytes,
+            update_attempts=update_attempts,
         )
-        return cls(client, namespace=namespace, **options)
 
     @classmethod
     def embedded(cls, *, namespace: str = "redistate", **options: Any) -> Store:
-        """An in-process store (fakeredis with Lua); needs ``redistate[embedded]``."""
+        """An in-process store (fakeredis with Lua); needs ``redistate[embedded]``.
+        Keyword arguments are the constructor's."""
         from ..embedded import sync_client
 
         return cls(sync_client(), namespace=namespace, **options)
 
     @property
-    def client(self) -> Redis:
+    def client(self) -> Redis | RedisCluster:
         """The underlying redis-py client."""
         return self._conn.client
 
     def collection(
         self, name: str, *, ttl: float | None = None, max_bytes: int | None = None
     ) -> Collection:
-        """A named record collection (``ns:<name>:{id}`` keys). Default: no TTL."""
+        """Records under ``ns:<name>:{id}``; no TTL unless ``ttl`` (seconds) is given.
+
+        Raises:
+            InvalidId: a malformed name, or one reserved for redistate's own kinds.
+        """
         if check_kind(name) in RESERVED_KINDS:
-            raise ValueError(f"collection name {name!r} is reserved ({sorted(RESERVED_KINDS)})")
+            raise InvalidId(f"collection name {name!r} is reserved ({sorted(RESERVED_KINDS)})")
         return self._collection(name, ttl=ttl, max_bytes=max_bytes)
 
     def _collection(

@@ -1,39 +1,51 @@
 --[[ _envelope: helpers prepended to every record script (a library, not a script).
 A record is one string value:
-  "R1,<version:16 digits>,<expires_ms:13 digits>,<updated_ms:13 digits>,<schema>,<write_id>\n<payload>"
-The first three fields have fixed widths so scripts read them with GETRANGE and
-update them in place with SETRANGE: the payload never passes through Lua (no
-copies, and never cjson, which would corrupt user JSON).
+  "R1,<version:16 digits>,<expires_ms:13>,<updated_ms:13>,<schema:1-9 digits>,<write_id:1-32 [A-Za-z0-9_-]>\n<payload>"
+The first three fields have fixed widths so scripts read them with GETRANGE and patch
+them in place with SETRANGE: scripts never parse, concatenate or re-encode the payload
+(and never run it through cjson, which would corrupt user JSON).
+Must accept exactly what redistate/envelope.py accepts.
 ]]
 local RS_VERSION_AT = 3   -- 0-based offsets for SETRANGE
 local RS_EXPIRES_AT = 20
+local RS_MAX_TTL_MS = 3153600000000  -- 100 years; keeps expiry stamps at 13 digits
 
--- The header fields of the record at key: version, expires_ms, updated_ms, write_id.
--- nil if absent; false if the key holds something that is not a record (WRONGTYPE
--- is raised by GETRANGE itself). Multiple returns, not a table: this runs on every write.
+-- Parse a header; returns version, expires_ms, updated_ms, write_id or nil.
+local function rs_parse(head)
+  local ver, exp, upd, schema, wid = string.match(head,
+    '^R1,(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d),(%d%d%d%d%d%d%d%d%d%d%d%d%d),(%d+),(%d+),([%w_-]+)\n')
+  if not ver or #upd ~= 13 or #schema > 9 or #wid > 32 then return nil end
+  return tonumber(ver), tonumber(exp), tonumber(upd), wid
+end
+
+-- Header fields of the record at key (multiple returns: this runs on every write).
+-- nil if absent; false if the key holds something that is not a record (WRONGTYPE is
+-- raised by GETRANGE itself).
 local function rs_head(key)
   local head = redis.call('GETRANGE', key, 0, 127)
   if head == '' then
     if redis.call('EXISTS', key) == 1 then return false end
     return nil
   end
-  local ver, exp, upd, wid = string.match(head,
-    '^R1,(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d),(%d%d%d%d%d%d%d%d%d%d%d%d%d),(%d+),%d+,([%w_-]+)\n')
+  local ver, exp, upd, wid = rs_parse(head)
   if not ver then return false end
-  return tonumber(ver), tonumber(exp), tonumber(upd), wid
+  return ver, exp, upd, wid
 end
 
 local function rs_foreign(key)
   return redis.error_reply('RSINTEGRITY value at ' .. key .. ' is not a redistate record')
 end
 
+-- A TTL argument: digits only, at most 100 years; nil if malformed.
+local function rs_ttl(arg)
+  if not string.match(arg, '^%d+$') then return nil end
+  local ttl = tonumber(arg)
+  if ttl > RS_MAX_TTL_MS then return nil end
+  return ttl
+end
+
 local function rs_now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- Set or remove the key's TTL; ttl_ms = 0 means no expiry.
-local function rs_expire(key, ttl_ms)
-  if ttl_ms > 0 then redis.call('PEXPIRE', key, ttl_ms) else redis.call('PERSIST', key) end
 end
 

@@ -5,7 +5,7 @@ returns  {status, version}: status 1 = deleted; 0 = conflict, version is the cur
          one (0 if absent)
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value.
 ]]
-if not string.match(ARGV[1], '^%d+$') then
+if not string.match(ARGV[1], '^[1-9]%d*$') then
   return redis.error_reply('RSARG malformed arguments to record_delete')
 end
 local version = rs_head(KEYS[1])

@@ -5,20 +5,24 @@ ARGV[2]  ttl in ms; "0" = no expiry
 ARGV[3]  the new value, built by the client with zeroed version/expires/updated fields:
          "R1,0000000000000000,0000000000000,0000000000000,<schema>,<write_id>\n<payload>"
 ARGV[4]  the write id inside ARGV[3] (recognises a resend of a write already applied)
+ARGV[5]  "1" = keep the record's current TTL if it exists (ARGV[2] applies on create),
+         "0" = set ARGV[2]
 returns  {status, version, expires_ms, updated_ms}
          status 1: written. status 2: the current value carries this write id, so this
          is a resend of a write already applied; nothing changed. status 0: conflict,
          version is the current one (0 if absent).
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value.
          Both are raised before any write.
-Versions are max(previous + 1, server time in µs): strictly increasing per key and
-never repeated, even after delete and re-create, without keeping anything extra.
+Versions are max(previous + 1, server time in µs): strictly increasing per key and,
+as long as the server clock does not step back, never repeated after delete and
+re-create, without keeping anything extra.
 ]]
 local expected = ARGV[1]
-local ttl_ms = tonumber(ARGV[2])
+local ttl_ms = rs_ttl(ARGV[2])
 local wid = ARGV[4]
-if (expected ~= '' and not string.match(expected, '^%d+$')) or not ttl_ms or ttl_ms < 0
-    or ttl_ms > 3153600000000 or not string.match(wid, '^[%w_-]+$')
+local _, _, _, framed_wid = rs_parse(string.sub(ARGV[3], 1, 128))
+if (expected ~= '' and not string.match(expected, '^%d+$')) or not ttl_ms
+    or framed_wid ~= wid or (ARGV[5] ~= '0' and ARGV[5] ~= '1')
     or string.sub(ARGV[3], 1, 48) ~= 'R1,0000000000000000,0000000000000,0000000000000,' then
   return redis.error_reply('RSARG malformed arguments to record_put')
 end
@@ -38,7 +42,10 @@ local now_us = rs_now_us()
 local new_version = math.max(version + 1, now_us)
 local now_ms = math.floor(now_us / 1000)
 local expires_ms = 0
-if ttl_ms > 0 then
+if ARGV[5] == '1' and version > 0 then
+  expires_ms = exp
+  redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
+elseif ttl_ms > 0 then
   expires_ms = now_ms + ttl_ms
   redis.call('SET', KEYS[1], ARGV[3], 'PX', ttl_ms)
 else

@@ -1,4 +1,4 @@
-"""Store fixtures for the async contract suite (the sync suite is generated from it)."""
+"""Store fixtures for the contract suite (this file has a generated sync twin)."""
 
 from __future__ import annotations
 

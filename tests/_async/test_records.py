@@ -1,4 +1,4 @@
-"""Record contract suite: runs on every backend, async and (generated) sync."""
+"""Record contract suite: every backend, both I/O flavours (this file has a generated sync twin)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from redistate import (
     ConflictError,
     IntegrityError,
     InvalidId,
+    RedistateError,
     StateTooLarge,
 )
 from redistate.scripts import script
@@ -242,7 +243,7 @@ async def test_collection_settings(store: AsyncStore, backend: Backend) -> None:
     with pytest.raises(StateTooLarge):
         await notes.put("n2", {"text": "x" * 200})
     assert [i async for i in notes.ids()] == ["n1"]
-    with pytest.raises(ValueError, match="reserved"):
+    with pytest.raises(InvalidId, match="reserved"):
         store.collection("lock")
     with pytest.raises(InvalidId):
         store.collection("Bad Name")
@@ -443,9 +444,126 @@ async def test_special_characters_never_change_the_key(store: AsyncStore, backen
 
 async def test_scripts_reload_after_script_flush(store: AsyncStore, backend: Backend) -> None:
     await store.sessions.put("s", {"n": 1})
-    backend.raw().script_flush()
-    rec = await store.sessions.put("s", {"n": 2})
-    assert rec.data == {"n": 2}
+    raw = backend.raw()
+    raw.script_flush()
+    assert raw.script_exists(script("record_put").sha) == [False]
+    await store.sessions.put("s", {"n": 2})
+    assert raw.script_exists(script("record_put").sha) == [True]  # loaded again
+    got = await store.sessions.get("s")
+    assert got is not None and got.data == {"n": 2}
+
+
+# -- scripts refuse malformed arguments before writing anything --------------------
+
+ZEROED = b"R1,0000000000000000,0000000000000,0000000000000,"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("", "nan", ZEROED + b"1,w1\n{}", "w1", 0),
+        ("", "0x10", ZEROED + b"1,w1\n{}", "w1", 0),
+        ("", " 5", ZEROED + b"1,w1\n{}", "w1", 0),
+        ("", "1.5", ZEROED + b"1,w1\n{}", "w1", 0),
+        ("", "-1", ZEROED + b"1,w1\n{}", "w1", 0),
+        ("", "3153600000001", ZEROED + b"1,w1\n{}", "w1", 0),
+        ("x", "1000", ZEROED + b"1,w1\n{}", "w1", 0),
+        ("", "1000", ZEROED + b"1,w1\n{}", "w2", 0),  # write ids disagree
+        ("", "1000", ZEROED + b"1,w1{}", "w1", 0),  # no newline
+        ("", "1000", ZEROED + b"x,w1\n{}", "w1", 0),  # schema not digits
+        ("", "1000", b"R1,0000000000000001,0000000000000,0000000000000,1,w1\n{}", "w1", 0),
+        ("", "1000", ZEROED + b"1,w1\n{}", "w1", 2),
+    ],
+)
+async def test_record_put_refuses_malformed_arguments(
+    store: AsyncStore, backend: Backend, args: tuple[Any, ...]
+) -> None:
+    before = await store.users.put("u", {"a": 1}, ttl=100)
+    key = store.keys.record("user", "u")
+    with pytest.raises(RedistateError, match="RSARG"):
+        await store.users._conn.script(script("record_put"), (key,), args)
+    assert await store.users.get("u") == before
+    assert 99_000 < backend.raw().pttl(key) <= 100_000
+
+
+@pytest.mark.parametrize("args", [("1.5", 0), ("nan", 1), ("-5", 0), ("10", 2), ("", 0)])
+async def test_record_touch_refuses_malformed_arguments(
+    store: AsyncStore, backend: Backend, args: tuple[Any, ...]
+) -> None:
+    await store.users.put("u", {"a": 1}, ttl=100)
+    key = store.keys.record("user", "u")
+    raw_before = backend.raw().get(key)
+    with pytest.raises(RedistateError, match="RSARG"):
+        await store.users._conn.script(script("record_touch"), (key,), args)
+    assert backend.raw().get(key) == raw_before
+    assert 99_000 < backend.raw().pttl(key) <= 100_000
+
+
+@pytest.mark.parametrize("version", ["0", "abc", "-1", "1.5", ""])
+async def test_record_delete_refuses_malformed_arguments(store: AsyncStore, version: str) -> None:
+    await store.users.put("u", {"a": 1})
+    key = store.keys.record("user", "u")
+    with pytest.raises(RedistateError, match="RSARG"):
+        await store.users._conn.script(script("record_delete"), (key,), (version,))
+    assert await store.users.get("u") is not None
+
+
+# -- which TTL a write keeps ----------------------------------------------------------
+
+
+async def test_update_and_merge_keep_the_records_own_ttl(
+    store: AsyncStore, backend: Backend
+) -> None:
+    key = store.keys.record("user", "u")
+    put = await store.users.put("u", {"n": 0}, ttl=60)
+    merged = await store.users.merge("u", {"m": 1})
+    updated = await store.users.update("u", lambda d: {**d, "n": 1})
+    assert 59_000 < backend.raw().pttl(key) <= 60_000  # a user record given a TTL keeps it
+    assert put.expires_at == merged.expires_at == updated.expires_at
+    got = await store.users.get("u")
+    assert got is not None and got.expires_at == put.expires_at
+    skey = store.keys.record("session", "s")
+    await store.sessions.put("s", {"n": 0}, ttl=30)
+    await store.sessions.update("s", lambda d: {"n": 1})
+    assert 29_000 < backend.raw().pttl(skey) <= 30_000
+    await store.sessions.update("s", lambda d: {"n": 2}, ttl=90)  # explicit: replaced
+    assert 89_000 < backend.raw().pttl(skey) <= 90_000
+
+
+async def test_update_and_merge_that_create_use_the_collection_ttl(
+    store: AsyncStore, backend: Backend
+) -> None:
+    await store.sessions.merge("new", {"a": 1})
+    await store.sessions.update("new2", lambda d: {"a": 1})
+    for sid in ("new", "new2"):
+        pttl = backend.raw().pttl(store.keys.record("session", sid))
+        assert 3_595_000 < pttl <= 3_600_000
+    await store.users.merge("u", {"a": 1})
+    assert backend.raw().pttl(store.keys.record("user", "u")) == -1
+
+
+async def test_touching_a_collection_without_ttl_needs_one(
+    store: AsyncStore, backend: Backend
+) -> None:
+    await store.users.put("u", {"a": 1}, ttl=50)
+    key = store.keys.record("user", "u")
+    with pytest.raises(ValueError, match="no TTL to slide"):
+        await store.users.touch("u")
+    with pytest.raises(ValueError, match="no TTL to slide"):
+        await store.users.get("u", touch=True)
+    assert 49_000 < backend.raw().pttl(key) <= 50_000
+    assert await store.users.touch("u", ttl=None) is True
+    assert backend.raw().pttl(key) == -1
+
+
+async def test_nan_in_a_merge_is_refused_not_a_delete(store: AsyncStore) -> None:
+    before = await store.users.put("u", {"score": 0.5, "name": "x"})
+    for bad in (math.nan, math.inf):
+        with pytest.raises(CodecError, match=r"\$\.score"):
+            await store.users.merge("u", {"score": bad})
+        with pytest.raises(CodecError):
+            await store.users.put("u", {"score": bad})
+    assert await store.users.get("u") == before
 
 
 # -- round trips (read from the server) ---------------------------------------------
@@ -499,7 +617,7 @@ async def test_merge_and_update_take_two_round_trips(
 
 HEADERS = [
     b"R1,1795960294114192,0000000000000,1795960294114,1,abc\n{}",  # valid
-    b"R1,1795960294114192,1795960294114,1795960294114,12,a-_Z9\n[]",  # valid
+    b"R1,1795960294114192,1795960294114,1795960294114,123456789,a-_Z9" + b"w" * 27 + b"\n[]",
     b"R1,179596029411419,0000000000000,1795960294114,1,abc\n{}",  # version too short
     b"R1,1795960294114192,000000000000,1795960294114,1,abc\n{}",  # expiry too short
     b"R1,1795960294114192,0000000000000,1795960294114,1,\n{}",  # empty write id
@@ -508,6 +626,10 @@ HEADERS = [
     b"R1,1795960294114192,0000000000000,1795960294114,1,abc{}",  # no newline
     b"R2,1795960294114192,0000000000000,1795960294114,1,abc\n{}",  # other format
     b"",
+    b"R1,1795960294114192,0000000000000,1795960294114,1," + b"w" * 33 + b"\n{}",  # long id
+    b"R1,1795960294114192,0000000000000,1795960294114,1234567890,abc\n{}",  # long schema
+    b"R1,1795960294114192,0000000000000,1,1,abc\n{}",  # updated too short
+    b"R1,1795960294114192,0000000000000,17959602941140,1,abc\n{}",  # updated too long
 ]
 
 

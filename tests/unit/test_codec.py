@@ -135,8 +135,40 @@ def test_booleans_stay_booleans() -> None:
     assert [type(v) for v in back] == [bool, bool, int, int]
 
 
-def test_nan_and_infinities_become_null() -> None:
-    assert _round_trip([math.nan, math.inf, -math.inf]) == [None, None, None]
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_nan_and_infinities_are_refused_not_stored_as_null(bad: float) -> None:
+    with pytest.raises(CodecError, match=r"\$\.a\[1\]\.b: float"):
+        JsonCodec().encode({"a": [None, {"b": bad}]})
+
+
+def test_nulls_next_to_finite_floats_are_fine() -> None:
+    assert _round_trip({"a": None, "b": [0.5, None]}) == {"a": None, "b": [0.5, None]}
+
+
+@pytest.mark.parametrize("depth", [255, 2000])
+def test_too_deep_or_cyclic_values_are_codec_errors(depth: int) -> None:
+    deep: list[Any] = []
+    cur = deep
+    for _ in range(depth):
+        cur.append([])
+        cur = cur[0]
+    with pytest.raises(CodecError, match="nesting deeper"):
+        JsonCodec().encode(deep)
+    cyclic: dict[str, Any] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(CodecError, match="reference cycle"):
+        JsonCodec().encode(cyclic)
+
+
+def test_unsupported_containers_inside_a_value_name_their_path() -> None:
+    import collections
+    import types
+
+    point = collections.namedtuple("point", "x")
+    with pytest.raises(CodecError, match=r"\$\.p\[0\]: .*point"):
+        JsonCodec().encode({"p": [point(1)]})
+    with pytest.raises(CodecError, match=r"\$\.m: .*mappingproxy"):
+        JsonCodec().encode({"m": types.MappingProxyType({})})
 
 
 # -- rich inputs come back as plain JSON -------------------------------------------

@@ -73,14 +73,14 @@ def test_key_shapes_plain_id_default_namespace() -> None:
 
 
 def test_key_shapes_plain_id_custom_namespace() -> None:
-    ks = KeySpace("my.app:v2")
-    assert ks.record("notes", "t1") == "my.app:v2:notes:{t1}"
-    assert ks.record_pattern("notes") == "my.app:v2:notes:{*}"
-    assert ks.task("t1") == "my.app:v2:task:{t1}"
-    assert ks.task_log("t1") == "my.app:v2:task:{t1}:log"
-    assert ks.lock("t1") == "my.app:v2:lock:{t1}"
-    assert ks.fence("t1") == "my.app:v2:fence:{t1}"
-    assert ks.namespace_pattern() == "my.app:v2:*"
+    ks = KeySpace("my.app-v2")
+    assert ks.record("notes", "t1") == "my.app-v2:notes:{t1}"
+    assert ks.record_pattern("notes") == "my.app-v2:notes:{*}"
+    assert ks.task("t1") == "my.app-v2:task:{t1}"
+    assert ks.task_log("t1") == "my.app-v2:task:{t1}:log"
+    assert ks.lock("t1") == "my.app-v2:lock:{t1}"
+    assert ks.fence("t1") == "my.app-v2:fence:{t1}"
+    assert ks.namespace_pattern() == "my.app-v2:*"
 
 
 def test_key_shapes_special_id() -> None:
@@ -225,7 +225,7 @@ def test_lone_surrogates_are_invalid(entity_id: str) -> None:
 # -- namespaces and kinds ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("namespace", ["a", "redistate", "my.app:v2", "A-Z_0-9", "n" * 64])
+@pytest.mark.parametrize("namespace", ["a", "redistate", "my.app-v2", "A-Z_0-9", "n" * 64])
 def test_valid_namespaces(namespace: str) -> None:
     ks = KeySpace(namespace)
     assert ks.namespace == namespace
@@ -318,3 +318,9 @@ def test_record_id_rejects_keys_the_scan_pattern_matches_but_record_never_builds
     # ids() returns them if they exist; record_id must refuse them, not invent an id.
     with pytest.raises(InvalidId):
         KeySpace("ns").record_id("notes", key)
+
+
+def test_a_namespace_cannot_contain_a_colon() -> None:
+    # "app" would otherwise be a prefix of namespace "app:v2"'s keys.
+    with pytest.raises(InvalidId, match="namespace"):
+        KeySpace("app:v2")

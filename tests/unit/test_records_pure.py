@@ -201,12 +201,17 @@ def test_record_spec_key_and_ttl() -> None:
     spec = _spec(ttl=60)
     assert spec.ttl_ms == 60_000
     assert spec.key("a{b") == "ns:notes:{a%7Bb}"
-    assert spec.ttl_for(DEFAULT) == 60_000
-    assert spec.ttl_for(None) == 0
-    assert spec.ttl_for(2.5) == 2500
-    assert _spec(ttl=None).ttl_for(DEFAULT) == 0
+    assert spec.write_ttl(DEFAULT, keep_default=False) == (60_000, False)
+    assert spec.write_ttl(DEFAULT, keep_default=True) == (60_000, True)
+    assert spec.write_ttl(None, keep_default=True) == (0, False)
+    assert spec.write_ttl(2.5, keep_default=True) == (2500, False)
+    assert _spec(ttl=None).write_ttl(DEFAULT, keep_default=False) == (0, False)
+    assert spec.touch_ttl(DEFAULT) == 60_000
+    assert spec.touch_ttl(None) == 0
+    with pytest.raises(ValueError, match="no TTL to slide"):
+        _spec(ttl=None).touch_ttl(DEFAULT)
     with pytest.raises(ValueError):
-        spec.ttl_for(-1)
+        spec.write_ttl(-1, keep_default=False)
 
 
 def test_encode_within_the_limit() -> None:
@@ -237,8 +242,14 @@ def test_state_too_large_counts_encoded_bytes_not_characters() -> None:
 def test_put_args() -> None:
     spec = _spec()
     zeroed = b"R1,0000000000000000,0000000000000,0000000000000,"
-    assert spec.put_args(None, 0, "wid", b"{}") == ("", 0, zeroed + b"1,wid\n{}", "wid")
-    assert spec.put_args(0, 5000, "wid", b"[]") == (0, 5000, zeroed + b"1,wid\n[]", "wid")
+    assert spec.put_args(None, 0, "wid", b"{}") == ("", 0, zeroed + b"1,wid\n{}", "wid", 0)
+    assert spec.put_args(0, 5000, "wid", b"[]", keep=True) == (
+        0,
+        5000,
+        zeroed + b"1,wid\n[]",
+        "wid",
+        1,
+    )
 
 
 def test_written_reply() -> None:
@@ -338,3 +349,26 @@ def test_backoff_delay_is_reproducible_with_a_seed() -> None:
     a = [backoff_delay(i % 8, random.Random(99)) for i in range(20)]
     b = [backoff_delay(i % 8, random.Random(99)) for i in range(20)]
     assert a == b
+
+
+def test_forked_children_do_not_back_off_in_lockstep() -> None:
+    import os
+
+    def child_delays() -> list[float]:
+        return [backoff_delay(5) for _ in range(8)]
+
+    pipes = []
+    for _ in range(2):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(write, repr(child_delays()).encode())
+            os._exit(0)
+        os.close(write)
+        pipes.append((pid, read))
+    seen = []
+    for pid, read in pipes:
+        seen.append(os.read(read, 4096))
+        os.waitpid(pid, 0)
+        os.close(read)
+    assert seen[0] != seen[1]
