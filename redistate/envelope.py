@@ -15,7 +15,7 @@ from typing import Final, NamedTuple
 
 from .errors import IntegrityError
 
-__all__ = ["Envelope", "frame", "unpack"]
+__all__ = ["Envelope", "frame", "tail", "unpack"]
 
 MAX_WRITE_ID: Final = 32
 _UNWRITTEN: Final = b"R1,0000000000000000,0000000000000,0000000000000,"
@@ -31,9 +31,14 @@ class Envelope(NamedTuple):
     payload: bytes
 
 
-def frame(schema: int, write_id: str, payload: bytes) -> bytes:
+def tail(schema: int, write_id: str) -> bytes:
+    """The header's last part, ``<schema>,<write_id>\\n``: what identifies one write."""
+    return b"%d,%s\n" % (schema, write_id.encode("ascii"))
+
+
+def frame(head_tail: bytes, payload: bytes) -> bytes:
     """The value a write script receives: header with zeroed fields, then the payload."""
-    return b"%s%d,%s\n%s" % (_UNWRITTEN, schema, write_id.encode("ascii"), payload)
+    return _UNWRITTEN + head_tail + payload
 
 
 def unpack(key: str, raw: bytes) -> Envelope:

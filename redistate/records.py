@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .codec import Codec
-from .envelope import frame, unpack
+from .envelope import frame, tail, unpack
 from .errors import ConflictError, StateTooLarge
 from .keys import KeySpace
 
@@ -78,6 +78,8 @@ new_write_id: Final = _WriteIds()
 
 def check_ttl(ttl: object, what: str = "ttl") -> int:
     """Seconds (or None for no expiry) -> milliseconds for PX, 0 meaning no expiry."""
+    if type(ttl) is int and 0 < ttl <= MAX_TTL_SECONDS:
+        return ttl * 1000  # the common case, without the float dance below
     if ttl is None:
         return 0
     if isinstance(ttl, bool) or not isinstance(ttl, int | float):
@@ -193,19 +195,24 @@ class RecordSpec:
         *,
         keep: bool = False,
     ) -> tuple[Any, ...]:
-        """ARGV of record_put: expected version, ttl, framed value, write id, keep-TTL flag."""
-        framed = frame(self.schema, write_id, payload)
-        return ("" if expected is None else expected, ttl_ms, framed, write_id, 1 if keep else 0)
+        """ARGV of record_put: expected version, ttl, framed value, its header tail
+        (schema and write id), keep-TTL flag."""
+        write = tail(self.schema, write_id)
+        expected_arg = "" if expected is None else expected
+        return (expected_arg, ttl_ms, frame(write, payload), write, 1 if keep else 0)
 
     def written(
         self, entity_id: str, key: str, data: Any, expected: int | None, reply: Any
     ) -> Record:
         """Turn a record_put reply into a Record (holding ``data`` as passed, not a
         re-decoded copy: that would cost a decode per write), or raise ConflictError."""
-        status, version, expires_ms = int(reply[0]), int(reply[1]), int(reply[2])
+        if type(reply) is bytes:  # written: the header fields the script stored
+            fields = reply.split(b",")
+            return Record(entity_id, data, int(fields[0]), _expiry(int(fields[1])))
+        status, version = int(reply[0]), int(reply[1])
         if status == 0:
             raise ConflictError(key, expected if expected is not None else -1, version)
-        return Record(entity_id, data, version, _expiry(expires_ms))
+        return Record(entity_id, data, version, _expiry(int(reply[2])))
 
     def record(self, entity_id: str, key: str, raw: bytes | None) -> Record | None:
         """Decode a stored value (GET reply) into a Record."""
@@ -214,6 +221,14 @@ class RecordSpec:
         env = unpack(key, raw)
         data = self.codec.decode(env.payload, key.encode("utf-8"))
         return Record(entity_id, data, env.version, _expiry(env.expires_ms))
+
+    def touched(self, entity_id: str, key: str, reply: Any) -> Record | None:
+        """A record_touch reply (with value) into a Record carrying the new expiry."""
+        if reply is None:
+            return None
+        env = unpack(key, reply[1])
+        data = self.codec.decode(env.payload, key.encode("utf-8"))
+        return Record(entity_id, data, env.version, _expiry(int(reply[0])))
 
     def deleted(self, key: str, expected: int, reply: Any) -> bool:
         status, version = int(reply[0]), int(reply[1])

@@ -63,7 +63,7 @@ class AsyncCollection:
         if not touch:
             return self.spec.record(id, key, await self._conn.get(key))
         reply = await self._conn.script(_TOUCH, (key,), (self.spec.touch_ttl(ttl), 1))
-        return None if reply is None else self.spec.record(id, key, reply[1])
+        return self.spec.touched(id, key, reply)
 
     async def put(
         self, id: str, data: Any, *, ttl: TTL = DEFAULT, if_version: int | None = None

@@ -64,7 +64,7 @@ class Collection:
         if not touch:
             return self.spec.record(id, key, self._conn.get(key))
         reply = self._conn.script(_TOUCH, (key,), (self.spec.touch_ttl(ttl), 1))
-        return None if reply is None else self.spec.record(id, key, reply[1])
+        return self.spec.touched(id, key, reply)
 
     def put(
         self, id: str, data: Any, *, ttl: TTL = DEFAULT, if_version: int | None = None

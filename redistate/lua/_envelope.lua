@@ -1,6 +1,7 @@
 --[[ _envelope: helpers prepended to every record script (a library, not a script).
 A record is one string value:
   "R1,<version:16 digits>,<expires_ms:13>,<updated_ms:13>,<schema:1-9 digits>,<write_id:1-32 [A-Za-z0-9_-]>\n<payload>"
+The header is at most 91 bytes.
 The first three fields have fixed widths so scripts read them with GETRANGE and patch
 them in place with SETRANGE: scripts never parse, concatenate or re-encode the payload
 (and never run it through cjson, which would corrupt user JSON).
@@ -10,26 +11,29 @@ local RS_VERSION_AT = 3   -- 0-based offsets for SETRANGE
 local RS_EXPIRES_AT = 20
 local RS_MAX_TTL_MS = 3153600000000  -- 100 years; keeps expiry stamps at 13 digits
 
--- Parse a header; returns version, expires_ms, updated_ms, write_id or nil.
+-- Parse a header: version, expires_ms, updated_ms and its tail "<schema>,<write_id>\n"
+-- (the part a write frames itself), or nil. Fixed-width fields are length-checked
+-- after one cheap pattern; this runs on every write.
 local function rs_parse(head)
-  local ver, exp, upd, schema, wid = string.match(head,
-    '^R1,(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d),(%d%d%d%d%d%d%d%d%d%d%d%d%d),(%d+),(%d+),([%w_-]+)\n')
-  if not ver or #upd ~= 13 or #schema > 9 or #wid > 32 then return nil end
-  return tonumber(ver), tonumber(exp), tonumber(upd), wid
+  local ver, exp, upd, tail = string.match(head, '^R1,(%d+),(%d+),(%d+),(%d+,[%w_-]+\n)')
+  if not ver or #ver ~= 16 or #exp ~= 13 or #upd ~= 13 then return nil end
+  local comma = string.find(tail, ',', 1, true)  -- schema 1-9 digits, write id 1-32 chars
+  if comma > 10 or #tail - comma - 1 > 32 then return nil end
+  return tonumber(ver), tonumber(exp), tonumber(upd), tail
 end
 
--- Header fields of the record at key (multiple returns: this runs on every write).
+-- Header fields of the record at key (multiple returns, no table).
 -- nil if absent; false if the key holds something that is not a record (WRONGTYPE is
 -- raised by GETRANGE itself).
 local function rs_head(key)
-  local head = redis.call('GETRANGE', key, 0, 127)
+  local head = redis.call('GETRANGE', key, 0, 95)
   if head == '' then
     if redis.call('EXISTS', key) == 1 then return false end
     return nil
   end
-  local ver, exp, upd, wid = rs_parse(head)
+  local ver, exp, upd, tail = rs_parse(head)
   if not ver then return false end
-  return ver, exp, upd, wid
+  return ver, exp, upd, tail
 end
 
 local function rs_foreign(key)

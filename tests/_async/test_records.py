@@ -124,9 +124,10 @@ async def test_a_resent_write_is_recognised_not_applied_twice(store: AsyncStore)
     args = coll.spec.put_args(None, 60_000, "write-1", payload)
     first = await coll._conn.script(script("record_put"), (key,), args)
     again = await coll._conn.script(script("record_put"), (key,), args)
-    assert int(first[0]) == 1 and int(again[0]) == 2
-    assert int(again[1]) == int(first[1])  # same version: nothing was written again
-    cas = coll.spec.put_args(int(first[1]) - 1, 60_000, "write-1", payload)
+    version = int(first.split(b",")[0])  # written: the stored header fields
+    assert int(again[0]) == 2
+    assert int(again[1]) == version  # same version: nothing was written again
+    cas = coll.spec.put_args(version - 1, 60_000, "write-1", payload)
     resent_cas = await coll._conn.script(script("record_put"), (key,), cas)
     assert int(resent_cas[0]) == 2  # not reported as a conflict
 
@@ -234,6 +235,10 @@ async def test_get_with_touch_slides_in_the_same_call(store: AsyncStore, backend
     got = await store.sessions.get("s", touch=True, ttl=20)
     assert got is not None and got.expires_at is not None
     assert 19_000 < backend.raw().pttl(key) <= 20_000
+    left = (got.expires_at - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    assert 19 < left <= 20.5  # the reply carries the new expiry, not the old header's
+    again = await store.sessions.get("s")
+    assert again is not None and again.expires_at == got.expires_at
 
 
 async def test_collection_settings(store: AsyncStore, backend: Backend) -> None:
@@ -461,18 +466,20 @@ ZEROED = b"R1,0000000000000000,0000000000000,0000000000000,"
 @pytest.mark.parametrize(
     "args",
     [
-        ("", "nan", ZEROED + b"1,w1\n{}", "w1", 0),
-        ("", "0x10", ZEROED + b"1,w1\n{}", "w1", 0),
-        ("", " 5", ZEROED + b"1,w1\n{}", "w1", 0),
-        ("", "1.5", ZEROED + b"1,w1\n{}", "w1", 0),
-        ("", "-1", ZEROED + b"1,w1\n{}", "w1", 0),
-        ("", "3153600000001", ZEROED + b"1,w1\n{}", "w1", 0),
-        ("x", "1000", ZEROED + b"1,w1\n{}", "w1", 0),
-        ("", "1000", ZEROED + b"1,w1\n{}", "w2", 0),  # write ids disagree
-        ("", "1000", ZEROED + b"1,w1{}", "w1", 0),  # no newline
-        ("", "1000", ZEROED + b"x,w1\n{}", "w1", 0),  # schema not digits
-        ("", "1000", b"R1,0000000000000001,0000000000000,0000000000000,1,w1\n{}", "w1", 0),
-        ("", "1000", ZEROED + b"1,w1\n{}", "w1", 2),
+        ("", "nan", ZEROED + b"1,w1\n{}", b"1,w1\n", 0),
+        ("", "0x10", ZEROED + b"1,w1\n{}", b"1,w1\n", 0),
+        ("", " 5", ZEROED + b"1,w1\n{}", b"1,w1\n", 0),
+        ("", "1.5", ZEROED + b"1,w1\n{}", b"1,w1\n", 0),
+        ("", "-1", ZEROED + b"1,w1\n{}", b"1,w1\n", 0),
+        ("", "3153600000001", ZEROED + b"1,w1\n{}", b"1,w1\n", 0),
+        ("x", "1000", ZEROED + b"1,w1\n{}", b"1,w1\n", 0),
+        ("", "1000", ZEROED + b"1,w1\n{}", b"1,w2\n", 0),  # tails disagree
+        ("", "1000", ZEROED + b"1,w1{}", b"1,w1{", 0),  # no newline
+        ("", "1000", ZEROED + b"x,w1\n{}", b"x,w1\n", 0),  # schema not digits
+        ("", "1000", ZEROED + b"1234567890,w1\n{}", b"1234567890,w1\n", 0),  # schema too long
+        ("", "1000", ZEROED + b"1," + b"w" * 33 + b"\n{}", b"1," + b"w" * 33 + b"\n", 0),
+        ("", "1000", b"R1,0000000000000001,0000000000000,0000000000000,1,w1\n{}", b"1,w1\n", 0),
+        ("", "1000", ZEROED + b"1,w1\n{}", b"1,w1\n", 2),
     ],
 )
 async def test_record_put_refuses_malformed_arguments(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redistate.envelope import Envelope, frame, unpack
+from redistate.envelope import Envelope, frame, tail, unpack
 from redistate.errors import IntegrityError, RedistateError
 
 
@@ -58,7 +58,8 @@ def test_envelope_is_immutable() -> None:
 
 
 def test_frame_is_what_the_write_script_expects() -> None:
-    framed = frame(3, "Ab9_-xYz", b'{"a":1}')
+    assert tail(3, "Ab9_-xYz") == b"3,Ab9_-xYz\n"
+    framed = frame(tail(3, "Ab9_-xYz"), b'{"a":1}')
     assert framed == b'R1,0000000000000000,0000000000000,0000000000000,3,Ab9_-xYz\n{"a":1}'
     assert unpack("k", framed) == Envelope(0, 0, 0, 3, "Ab9_-xYz", b'{"a":1}')
 

@@ -242,23 +242,25 @@ def test_state_too_large_counts_encoded_bytes_not_characters() -> None:
 def test_put_args() -> None:
     spec = _spec()
     zeroed = b"R1,0000000000000000,0000000000000,0000000000000,"
-    assert spec.put_args(None, 0, "wid", b"{}") == ("", 0, zeroed + b"1,wid\n{}", "wid", 0)
+    assert spec.put_args(None, 0, "wid", b"{}") == ("", 0, zeroed + b"1,wid\n{}", b"1,wid\n", 0)
     assert spec.put_args(0, 5000, "wid", b"[]", keep=True) == (
         0,
         5000,
         zeroed + b"1,wid\n[]",
-        "wid",
+        b"1,wid\n",
         1,
     )
 
 
 def test_written_reply() -> None:
     spec = _spec()
-    rec = spec.written("a", "ns:notes:{a}", {"x": 1}, None, [1, 42, 1_700_000_000_000, 7])
+    fields = b"0000000000000042,1700000000000,1699999999000"
+    rec = spec.written("a", "ns:notes:{a}", {"x": 1}, None, fields)
     assert rec == Record(
         "a", {"x": 1}, 42, dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc)
     )
-    assert spec.written("a", "k", b"1", 3, [2, 43, 0, 7]).expires_at is None
+    resent = spec.written("a", "k", {"x": 1}, 3, [2, 43, 0, 7])  # a resend: the original
+    assert resent.version == 43 and resent.expires_at is None
 
 
 def test_written_conflict() -> None:
