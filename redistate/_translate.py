@@ -24,6 +24,9 @@ def describe(client: Any) -> str:
         return f"unix://{kwargs['path']}"
     if "host" in kwargs:
         return f"{kwargs['host']}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+    service = getattr(pool, "service_name", None)
+    if service:
+        return f"sentinel service {service}"
     nodes = getattr(client, "startup_nodes", None)
     if nodes:
         listed = nodes.values() if isinstance(nodes, dict) else nodes

@@ -18,6 +18,10 @@ from .errors import IntegrityError
 __all__ = ["Envelope", "frame", "tail", "unpack"]
 
 MAX_WRITE_ID: Final = 32
+# Versions live in Lua doubles inside the scripts: exact only up to 2**53 - 1. Zero is
+# never stored (a frame has version 0 until the script fills it; create-only means
+# "no record", so a stored 0 would make if_version=0 overwrite it).
+MAX_VERSION: Final = 2**53 - 1
 _UNWRITTEN: Final = b"R1,0000000000000000,0000000000000,0000000000000,"
 _HEADER: Final = re.compile(rb"R1,(\d{16}),(\d{13}),(\d{13}),(\d{1,9}),([A-Za-z0-9_-]{1,32})\n")
 
@@ -52,6 +56,11 @@ def unpack(key: str, raw: bytes) -> Envelope:
         what = "a malformed record header" if raw.startswith(b"R1,") else "no record header"
         raise IntegrityError(f"value at {key!r} is not a redistate record: {what}")
     version, expires_ms, updated_ms, schema, write_id = match.groups()
+    if not 0 < int(version) <= MAX_VERSION:
+        raise IntegrityError(
+            f"value at {key!r} is not a redistate record: version {int(version)} is outside "
+            f"1..2**53-1"
+        )
     return Envelope(
         int(version),
         int(expires_ms),

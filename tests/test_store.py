@@ -29,8 +29,9 @@ def test_unreachable_server_names_the_address() -> None:
 async def test_unreachable_server_async() -> None:
     port = free_port()
     store = AsyncStore.from_url(f"redis://127.0.0.1:{port}/0", timeout=1)
-    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{port}"):
+    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{port}") as info:
         await store.sessions.put("s", {})
+    assert isinstance(info.value.__cause__, redis.ConnectionError)  # the script path chains too
     await store.aclose()
 
 

@@ -39,7 +39,7 @@ class Connection:
 
     def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
-        load it and send it again: one extra round trip, once per server."""
+        load it and send it again: two extra round trips, once per server."""
         # execute_command directly: the same wire call as evalsha(), fewer Python frames.
         execute: Any = self.client.execute_command
         try:

@@ -11,15 +11,27 @@ local RS_VERSION_AT = 3   -- 0-based offsets for SETRANGE
 local RS_EXPIRES_AT = 20
 local RS_MAX_TTL_MS = 3153600000000  -- 100 years; keeps expiry stamps at 13 digits
 
--- Parse a header: version, expires_ms, updated_ms and its tail "<schema>,<write_id>\n"
--- (the part a write frames itself), or nil. Fixed-width fields are length-checked
--- after one cheap pattern; this runs on every write.
+local RS_MAX_VERSION = 9007199254740991  -- 2^53 - 1: exact in Lua's doubles
+local RS_UNWRITTEN = 'R1,0000000000000000,0000000000000,0000000000000,'
+
+-- A header tail "<schema:1-9 digits>,<write_id:1-32 [A-Za-z0-9_-]>\n", checked whole.
+local function rs_tail_ok(tail)
+  if not string.match(tail, '^%d+,[%w_-]+\n$') then return false end
+  local comma = string.find(tail, ',', 1, true)
+  return comma <= 10 and #tail - comma - 1 <= 32
+end
+
+-- Parse a stored header: version, expires_ms, updated_ms and its tail (what identifies
+-- one write), or nil. One cheap pattern, then length checks: this runs on every write.
 local function rs_parse(head)
   local ver, exp, upd, tail = string.match(head, '^R1,(%d+),(%d+),(%d+),(%d+,[%w_-]+\n)')
-  if not ver or #ver ~= 16 or #exp ~= 13 or #upd ~= 13 then return nil end
-  local comma = string.find(tail, ',', 1, true)  -- schema 1-9 digits, write id 1-32 chars
-  if comma > 10 or #tail - comma - 1 > 32 then return nil end
-  return tonumber(ver), tonumber(exp), tonumber(upd), tail
+  if not ver or #ver ~= 16 or #exp ~= 13 or #upd ~= 13 or not rs_tail_ok(tail) then
+    return nil
+  end
+  local version = tonumber(ver)
+  -- Zero is never stored; 2^53 and beyond would be rounded by Lua's doubles.
+  if version == 0 or version > RS_MAX_VERSION then return nil end
+  return version, tonumber(exp), tonumber(upd), tail
 end
 
 -- Header fields of the record at key (multiple returns, no table).

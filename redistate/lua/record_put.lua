@@ -24,9 +24,7 @@ local ttl_ms = rs_ttl(ARGV[2])
 local tail = ARGV[4]
 if (expected ~= '' and not string.match(expected, '^%d+$')) or not ttl_ms
     or (ARGV[5] ~= '0' and ARGV[5] ~= '1')
-    or not rs_parse('R1,0000000000000000,0000000000000,0000000000000,' .. tail)
-    or string.sub(ARGV[3], 1, 48 + #tail)
-      ~= 'R1,0000000000000000,0000000000000,0000000000000,' .. tail then
+    or not rs_tail_ok(tail) or string.sub(ARGV[3], 1, 48 + #tail) ~= RS_UNWRITTEN .. tail then
   return redis.error_reply('RSARG malformed arguments to record_put')
 end
 
@@ -43,6 +41,9 @@ end
 
 local now_us = rs_now_us()
 local new_version = math.max(version + 1, now_us)
+if new_version > RS_MAX_VERSION then
+  return redis.error_reply('RSINTEGRITY version of ' .. KEYS[1] .. ' would pass 2^53 - 1')
+end
 local now_ms = math.floor(now_us / 1000)
 local expires_ms = 0
 if ARGV[5] == '1' and version > 0 then
@@ -54,7 +55,8 @@ elseif ttl_ms > 0 then
 else
   redis.call('SET', KEYS[1], ARGV[3])
 end
--- %d, not %.0f: half the cost, and exact for these integers (all below 2^53).
-local fields = string.format('%016d,%013d,%013d', new_version, expires_ms, now_ms)
+-- %.0f, not %d: Lua 5.1's %d goes through a C long, 32 bits on some platforms.
+-- Exact for these integers, all below 2^53.
+local fields = string.format('%016.0f,%013.0f,%013.0f', new_version, expires_ms, now_ms)
 redis.call('SETRANGE', KEYS[1], RS_VERSION_AT, fields)
 return fields

@@ -30,5 +30,5 @@ if ttl_ms > 0 then
 else
   redis.call('PERSIST', KEYS[1])
 end
-redis.call('SETRANGE', KEYS[1], RS_EXPIRES_AT, string.format('%013d', expires_ms))
+redis.call('SETRANGE', KEYS[1], RS_EXPIRES_AT, string.format('%013.0f', expires_ms))
 return {expires_ms, value}

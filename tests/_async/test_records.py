@@ -116,7 +116,9 @@ async def test_conditional_put_on_a_missing_record_conflicts(store: AsyncStore) 
     assert await store.users.get("u") is None
 
 
-async def test_a_resent_write_is_recognised_not_applied_twice(store: AsyncStore) -> None:
+async def test_a_resent_write_is_recognised_not_applied_twice(
+    store: AsyncStore, backend: Backend
+) -> None:
     # What a retry after a lost reply does: the same write id, sent again.
     coll = store.sessions
     key = coll.spec.key("s")
@@ -130,6 +132,78 @@ async def test_a_resent_write_is_recognised_not_applied_twice(store: AsyncStore)
     cas = coll.spec.put_args(version - 1, 60_000, "write-1", payload)
     resent_cas = await coll._conn.script(script("record_put"), (key,), cas)
     assert int(resent_cas[0]) == 2  # not reported as a conflict
+    raw = backend.raw()
+    stored, pttl = raw.get(key), raw.pttl(key)
+    assert await coll.touch("s", ttl=600)  # a touch is not a write: still recognised
+    again = await coll._conn.script(script("record_put"), (key,), args)
+    assert int(again[0]) == 2 and int(again[1]) == version
+    assert raw.get(key)[48:] == stored[48:] and raw.pttl(key) > pttl  # data kept, TTL slid
+    # The documented limit: after another writer's write, a resend is applied again.
+    other = await coll.put("s", {"n": "other"})
+    late = await coll._conn.script(script("record_put"), (key,), args)
+    assert type(late) is bytes and int(late.split(b",")[0]) > other.version
+
+
+async def test_versions_continue_from_a_version_ahead_of_the_clock(
+    store: AsyncStore, backend: Backend
+) -> None:
+    # max(previous + 1, server time): a stored version ahead of the clock still grows.
+    ahead = 8_000_000_000_000_000
+    backend.raw().set(
+        store.keys.record("user", "u"), b"R1,%016d,0000000000000,0000000000000,1,w\n{}" % ahead
+    )
+    assert (await store.users.put("u", {"a": 1})).version == ahead + 1
+    assert (await store.users.merge("u", {"b": 2})).version == ahead + 2
+
+
+async def test_a_write_never_takes_a_version_past_2_53(store: AsyncStore, backend: Backend) -> None:
+    key = store.keys.record("user", "u")
+    last = b"R1,9007199254740991,0000000000000,0000000000000,1,w\n{}"
+    backend.raw().set(key, last)
+    got = await store.users.get("u")
+    assert got is not None and got.version == 2**53 - 1
+    with pytest.raises(IntegrityError, match="2\\^53"):
+        await store.users.put("u", {"a": 1})
+    assert backend.raw().get(key) == last
+
+
+async def test_the_header_records_when_a_record_was_written(
+    store: AsyncStore, backend: Backend
+) -> None:
+    from redistate.envelope import unpack
+
+    key = store.keys.record("session", "s")
+    await store.sessions.put("s", {"a": 1}, ttl=60)
+    env = unpack(key, backend.raw().get(key))
+    now_ms = dt.datetime.now(dt.timezone.utc).timestamp() * 1000
+    assert abs(env.updated_ms - now_ms) < 5_000
+    assert 59_000 < env.expires_ms - env.updated_ms <= 60_000
+
+
+async def test_store_options_set_the_defaults(backend: Backend, namespace: str) -> None:
+    store = AsyncStore(backend.async_client(), namespace=namespace, session_ttl=120)
+    await store.sessions.put("s", {})
+    assert 119_000 < backend.raw().pttl(store.keys.record("session", "s")) <= 120_000
+    forever = AsyncStore(backend.async_client(), namespace=namespace, session_ttl=None)
+    await forever.sessions.put("t", {})
+    assert backend.raw().pttl(store.keys.record("session", "t")) == -1
+    mib = 1024 * 1024
+    for coll in (store.sessions, store.users):
+        await coll.put("fits", "x" * (mib - 2))  # two quotes: exactly 1 MiB encoded
+        with pytest.raises(StateTooLarge) as info:
+            await coll.put("over", "x" * (mib - 1))
+        assert (info.value.size, info.value.limit) == (mib + 1, mib)
+    await store.aclose()
+    await forever.aclose()
+
+
+async def test_ids_spans_many_scan_batches(store: AsyncStore, backend: Backend) -> None:
+    raw = backend.raw()
+    pipe = raw.pipeline(transaction=False)
+    for i in range(2500):
+        pipe.set(store.keys.record("user", f"u{i}"), b"x")
+    pipe.execute()
+    assert {i async for i in store.users.ids()} == {f"u{i}" for i in range(2500)}
 
 
 # -- delete -------------------------------------------------------------------------
@@ -622,9 +696,18 @@ async def test_merge_and_update_take_two_round_trips(
     assert [c[0].upper() for c in update] == ["GET", "EVALSHA"], update
 
 
-HEADERS = [
-    b"R1,1795960294114192,0000000000000,1795960294114,1,abc\n{}",  # valid
+VALID_HEADERS = [
+    b"R1,1795960294114192,0000000000000,1795960294114,1,abc\n{}",
     b"R1,1795960294114192,1795960294114,1795960294114,123456789,a-_Z9" + b"w" * 27 + b"\n[]",
+    b"R1,0000000000000001,0000000000000,0000000000000,1,abc\n{}",
+    b"R1,9007199254740990,0000000000000,1795960294114,1,abc\n{}",  # 2**53 - 2
+]
+HEADERS = [
+    *VALID_HEADERS,
+    b"R1,0000000000000000,0000000000000,1795960294114,1,abc\n{}",  # version 0
+    b"R1,9007199254740992,0000000000000,1795960294114,1,abc\n{}",  # 2**53
+    b"R1,9007199254740993,0000000000000,1795960294114,1,abc\n{}",  # rounds in Lua
+    b"R1,9999999999999999,0000000000000,1795960294114,1,abc\n{}",
     b"R1,179596029411419,0000000000000,1795960294114,1,abc\n{}",  # version too short
     b"R1,1795960294114192,000000000000,1795960294114,1,abc\n{}",  # expiry too short
     b"R1,1795960294114192,0000000000000,1795960294114,1,\n{}",  # empty write id
@@ -644,16 +727,27 @@ HEADERS = [
 async def test_python_and_lua_accept_the_same_headers(
     store: AsyncStore, backend: Backend, raw: bytes
 ) -> None:
-    backend.raw().set(store.keys.record("user", "u"), raw)
-    try:
-        await store.users.get("u")
-        python_ok = True
-    except IntegrityError:
-        python_ok = False
-    try:
-        await store.users.touch("u", ttl=None)
-        lua_ok = True
-    except IntegrityError:
-        lua_ok = False
-    assert python_ok == lua_ok
-    assert python_ok == (raw in HEADERS[:2])
+    key = store.keys.record("user", "u")
+    outcomes: dict[str, bool] = {}
+
+    async def accepted(name: str, op: Any) -> None:
+        backend.raw().set(key, raw)  # afresh: a successful op may have rewritten it
+        try:
+            await op()
+            outcomes[name] = True
+        except IntegrityError:
+            outcomes[name] = False
+            assert backend.raw().get(key) == raw  # refused: nothing changed
+
+    async def conditional_delete() -> None:
+        try:
+            await store.users.delete("u", if_version=1)
+        except ConflictError:
+            pass  # a conflict means the script parsed the header: accepted
+
+    await accepted("python get", lambda: store.users.get("u"))
+    await accepted("lua touch", lambda: store.users.touch("u", ttl=None))
+    await accepted("lua get touch", lambda: store.users.get("u", touch=True, ttl=60))
+    await accepted("lua put", lambda: store.users.put("u", {"new": 1}))
+    await accepted("lua delete", conditional_delete)
+    assert set(outcomes.values()) == {raw in VALID_HEADERS}, outcomes

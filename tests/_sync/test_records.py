@@ -117,7 +117,9 @@ def test_conditional_put_on_a_missing_record_conflicts(store: Store) -> None:
     assert store.users.get("u") is None
 
 
-def test_a_resent_write_is_recognised_not_applied_twice(store: Store) -> None:
+def test_a_resent_write_is_recognised_not_applied_twice(
+    store: Store, backend: Backend
+) -> None:
     # What a retry after a lost reply does: the same write id, sent again.
     coll = store.sessions
     key = coll.spec.key("s")
@@ -131,6 +133,78 @@ def test_a_resent_write_is_recognised_not_applied_twice(store: Store) -> None:
     cas = coll.spec.put_args(version - 1, 60_000, "write-1", payload)
     resent_cas = coll._conn.script(script("record_put"), (key,), cas)
     assert int(resent_cas[0]) == 2  # not reported as a conflict
+    raw = backend.raw()
+    stored, pttl = raw.get(key), raw.pttl(key)
+    assert coll.touch("s", ttl=600)  # a touch is not a write: still recognised
+    again = coll._conn.script(script("record_put"), (key,), args)
+    assert int(again[0]) == 2 and int(again[1]) == version
+    assert raw.get(key)[48:] == stored[48:] and raw.pttl(key) > pttl  # data kept, TTL slid
+    # The documented limit: after another writer's write, a resend is applied again.
+    other = coll.put("s", {"n": "other"})
+    late = coll._conn.script(script("record_put"), (key,), args)
+    assert type(late) is bytes and int(late.split(b",")[0]) > other.version
+
+
+def test_versions_continue_from_a_version_ahead_of_the_clock(
+    store: Store, backend: Backend
+) -> None:
+    # max(previous + 1, server time): a stored version ahead of the clock still grows.
+    ahead = 8_000_000_000_000_000
+    backend.raw().set(
+        store.keys.record("user", "u"), b"R1,%016d,0000000000000,0000000000000,1,w\n{}" % ahead
+    )
+    assert (store.users.put("u", {"a": 1})).version == ahead + 1
+    assert (store.users.merge("u", {"b": 2})).version == ahead + 2
+
+
+def test_a_write_never_takes_a_version_past_2_53(store: Store, backend: Backend) -> None:
+    key = store.keys.record("user", "u")
+    last = b"R1,9007199254740991,0000000000000,0000000000000,1,w\n{}"
+    backend.raw().set(key, last)
+    got = store.users.get("u")
+    assert got is not None and got.version == 2**53 - 1
+    with pytest.raises(IntegrityError, match="2\\^53"):
+        store.users.put("u", {"a": 1})
+    assert backend.raw().get(key) == last
+
+
+def test_the_header_records_when_a_record_was_written(
+    store: Store, backend: Backend
+) -> None:
+    from redistate.envelope import unpack
+
+    key = store.keys.record("session", "s")
+    store.sessions.put("s", {"a": 1}, ttl=60)
+    env = unpack(key, backend.raw().get(key))
+    now_ms = dt.datetime.now(dt.timezone.utc).timestamp() * 1000
+    assert abs(env.updated_ms - now_ms) < 5_000
+    assert 59_000 < env.expires_ms - env.updated_ms <= 60_000
+
+
+def test_store_options_set_the_defaults(backend: Backend, namespace: str) -> None:
+    store = Store(backend.sync_client(), namespace=namespace, session_ttl=120)
+    store.sessions.put("s", {})
+    assert 119_000 < backend.raw().pttl(store.keys.record("session", "s")) <= 120_000
+    forever = Store(backend.sync_client(), namespace=namespace, session_ttl=None)
+    forever.sessions.put("t", {})
+    assert backend.raw().pttl(store.keys.record("session", "t")) == -1
+    mib = 1024 * 1024
+    for coll in (store.sessions, store.users):
+        coll.put("fits", "x" * (mib - 2))  # two quotes: exactly 1 MiB encoded
+        with pytest.raises(StateTooLarge) as info:
+            coll.put("over", "x" * (mib - 1))
+        assert (info.value.size, info.value.limit) == (mib + 1, mib)
+    store.close()
+    forever.close()
+
+
+def test_ids_spans_many_scan_batches(store: Store, backend: Backend) -> None:
+    raw = backend.raw()
+    pipe = raw.pipeline(transaction=False)
+    for i in range(2500):
+        pipe.set(store.keys.record("user", f"u{i}"), b"x")
+    pipe.execute()
+    assert {i for i in store.users.ids()} == {f"u{i}" for i in range(2500)}
 
 
 # -- delete -------------------------------------------------------------------------
@@ -623,9 +697,18 @@ def test_merge_and_update_take_two_round_trips(
     assert [c[0].upper() for c in update] == ["GET", "EVALSHA"], update
 
 
-HEADERS = [
-    b"R1,1795960294114192,0000000000000,1795960294114,1,abc\n{}",  # valid
+VALID_HEADERS = [
+    b"R1,1795960294114192,0000000000000,1795960294114,1,abc\n{}",
     b"R1,1795960294114192,1795960294114,1795960294114,123456789,a-_Z9" + b"w" * 27 + b"\n[]",
+    b"R1,0000000000000001,0000000000000,0000000000000,1,abc\n{}",
+    b"R1,9007199254740990,0000000000000,1795960294114,1,abc\n{}",  # 2**53 - 2
+]
+HEADERS = [
+    *VALID_HEADERS,
+    b"R1,0000000000000000,0000000000000,1795960294114,1,abc\n{}",  # version 0
+    b"R1,9007199254740992,0000000000000,1795960294114,1,abc\n{}",  # 2**53
+    b"R1,9007199254740993,0000000000000,1795960294114,1,abc\n{}",  # rounds in Lua
+    b"R1,9999999999999999,0000000000000,1795960294114,1,abc\n{}",
     b"R1,179596029411419,0000000000000,1795960294114,1,abc\n{}",  # version too short
     b"R1,1795960294114192,000000000000,1795960294114,1,abc\n{}",  # expiry too short
     b"R1,1795960294114192,0000000000000,1795960294114,1,\n{}",  # empty write id
@@ -645,16 +728,27 @@ HEADERS = [
 def test_python_and_lua_accept_the_same_headers(
     store: Store, backend: Backend, raw: bytes
 ) -> None:
-    backend.raw().set(store.keys.record("user", "u"), raw)
-    try:
-        store.users.get("u")
-        python_ok = True
-    except IntegrityError:
-        python_ok = False
-    try:
-        store.users.touch("u", ttl=None)
-        lua_ok = True
-    except IntegrityError:
-        lua_ok = False
-    assert python_ok == lua_ok
-    assert python_ok == (raw in HEADERS[:2])
+    key = store.keys.record("user", "u")
+    outcomes: dict[str, bool] = {}
+
+    def accepted(name: str, op: Any) -> None:
+        backend.raw().set(key, raw)  # afresh: a successful op may have rewritten it
+        try:
+            op()
+            outcomes[name] = True
+        except IntegrityError:
+            outcomes[name] = False
+            assert backend.raw().get(key) == raw  # refused: nothing changed
+
+    def conditional_delete() -> None:
+        try:
+            store.users.delete("u", if_version=1)
+        except ConflictError:
+            pass  # a conflict means the script parsed the header: accepted
+
+    accepted("python get", lambda: store.users.get("u"))
+    accepted("lua touch", lambda: store.users.touch("u", ttl=None))
+    accepted("lua get touch", lambda: store.users.get("u", touch=True, ttl=60))
+    accepted("lua put", lambda: store.users.put("u", {"new": 1}))
+    accepted("lua delete", conditional_delete)
+    assert set(outcomes.values()) == {raw in VALID_HEADERS}, outcomes
