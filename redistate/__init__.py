@@ -25,10 +25,13 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from ._async.checkpoints import AsyncCheckpoints
     from ._async.records import AsyncCollection
     from ._async.store import AsyncStore
+    from ._sync.checkpoints import Checkpoints
     from ._sync.records import Collection
     from ._sync.store import Store
+    from .checkpoints import Checkpoint, Restored
     from .codec import Codec, JsonCodec
     from .keys import KeySpace
     from .records import DEFAULT, Record
@@ -44,6 +47,11 @@ __all__ = [
     "AsyncCollection",
     "Collection",
     "Record",
+    # checkpoints
+    "AsyncCheckpoints",
+    "Checkpoint",
+    "Checkpoints",
+    "Restored",
     # building blocks
     "Codec",
     "JsonCodec",
@@ -70,6 +78,10 @@ _LAZY = {
     "Collection": "._sync.records",
     "DEFAULT": ".records",
     "Record": ".records",
+    "AsyncCheckpoints": "._async.checkpoints",
+    "Checkpoints": "._sync.checkpoints",
+    "Checkpoint": ".checkpoints",
+    "Restored": ".checkpoints",
     "Codec": ".codec",
     "JsonCodec": ".codec",
     "KeySpace": ".keys",

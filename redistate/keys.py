@@ -125,6 +125,14 @@ class KeySpace:
         """Delta log after a task's latest checkpoint: ``ns:task:{id}:log``."""
         return f"{self.namespace}:task:{{{escape_id(task_id)}}}:log"
 
+    def task_ids(self, task_id: str) -> str:
+        """Checkpoint ids and positions, aligned with the checkpoint list: ``ns:task:{id}:ids``."""
+        return f"{self.namespace}:task:{{{escape_id(task_id)}}}:ids"
+
+    def task_keys(self, task_id: str) -> tuple[str, str, str]:
+        """Every key of a task: checkpoint list, id list, delta log."""
+        return self.task(task_id), self.task_ids(task_id), self.task_log(task_id)
+
     def lock(self, name: str) -> str:
         """Lease key: ``ns:lock:{name}``."""
         return f"{self.namespace}:lock:{{{escape_id(name)}}}"

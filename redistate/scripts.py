@@ -20,6 +20,9 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "record_put": ("_envelope",),
     "record_touch": ("_envelope",),
     "record_delete": ("_envelope",),
+    "checkpoint_save": ("_envelope",),
+    "checkpoint_log": ("_envelope",),
+    "checkpoint_read": (),
 }
 
 

@@ -58,3 +58,38 @@ def run_async(
     barrier.wait()
     asyncio.run(main())
     return n
+
+
+def checkpoint_state(n: int) -> dict[str, Any]:
+    """The state a saver writes at step n: any half-written mix would not match it."""
+    return {"n": n, "items": [n * 7 + i for i in range(n % 40)], "text": f"step {n} " * (n % 200)}
+
+
+def save_checkpoints(
+    url: str, namespace: str, task: str, worker: int, count: int, barrier: Any
+) -> list[int]:
+    """Save ``count`` checkpoints of one shared task; return the seqs this worker got."""
+    store = Store.from_url(url, namespace=namespace, checkpoint_keep=10_000)
+    barrier.wait()
+    seqs = [store.checkpoints.save(task, {"worker": worker, "i": i}).seq for i in range(count)]
+    store.close()
+    return seqs
+
+
+def save_until_killed(url: str, namespace: str, task: str) -> None:
+    """Continue a task from its restored state, saving as fast as possible until killed."""
+    import sys
+
+    store = Store.from_url(url, namespace=namespace)
+    restored = store.checkpoints.restore(task)
+    n = 0 if restored is None else int(restored.state["n"]) + 1
+    store.checkpoints.save(task, checkpoint_state(n))
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        n += 1
+        store.checkpoints.save(
+            task, checkpoint_state(n), phase=f"p{n % 5}", progress=(n % 100) / 100
+        )
+        if n % 3 == 0:
+            store.checkpoints.log(task, {"note": n})

@@ -63,9 +63,10 @@ class AsyncConnection:
         except ERRORS as exc:
             raise translate(exc, self.address) from exc
 
-    async def delete(self, key: str) -> int:
+    async def delete(self, *keys: str) -> int:
+        """DEL; every key given must share one hash slot (cluster-safe)."""
         try:
-            return int(await self.client.delete(key))
+            return int(await self.client.delete(*keys))
         except ERRORS as exc:
             raise translate(exc, self.address) from exc
 

@@ -10,11 +10,13 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from ..checkpoints import CheckpointSpec
 from ..codec import Codec, JsonCodec
 from ..errors import InvalidId
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
 from ._client import AsyncConnection
+from .checkpoints import AsyncCheckpoints
 from .records import AsyncCollection
 
 __all__ = ["AsyncStore"]
@@ -23,7 +25,8 @@ MIB = 1024 * 1024
 
 
 class AsyncStore:
-    """Agent state in Redis: sessions, users and named record collections.
+    """Agent state in Redis: sessions, users, named record collections and task
+    checkpoints.
 
     Args:
         client: a ``redis.asyncio`` Redis, Sentinel master or RedisCluster client with
@@ -46,6 +49,9 @@ class AsyncStore:
         session_ttl: float | None = 3600,
         max_bytes: int = MIB,
         update_attempts: int = 100,
+        checkpoint_keep: int = 10,
+        task_ttl: float | None = None,
+        checkpoint_max_bytes: int = 16 * MIB,
     ) -> None:
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
@@ -54,6 +60,16 @@ class AsyncStore:
         self._attempts = update_attempts
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
         self.users = self._collection("user", ttl=None, max_bytes=max_bytes)
+        self.checkpoints = AsyncCheckpoints(
+            self._conn,
+            CheckpointSpec(
+                self.keys,
+                self.codec,
+                keep=checkpoint_keep,
+                ttl=task_ttl,
+                max_bytes=checkpoint_max_bytes,
+            ),
+        )
 
     @classmethod
     def from_url(
@@ -66,6 +82,9 @@ class AsyncStore:
         session_ttl: float | None = 3600,
         max_bytes: int = MIB,
         update_attempts: int = 100,
+        checkpoint_keep: int = 10,
+        task_ttl: float | None = None,
+        checkpoint_max_bytes: int = 16 * MIB,
         **redis_options: Any,
     ) -> AsyncStore:
         """Connect to a ``redis://``, ``rediss://`` or ``unix://`` URL.
@@ -88,6 +107,9 @@ class AsyncStore:
             session_ttl=session_ttl,
             max_bytes=max_bytes,
             update_attempts=update_attempts,
+            checkpoint_keep=checkpoint_keep,
+            task_ttl=task_ttl,
+            checkpoint_max_bytes=checkpoint_max_bytes,
         )
 
     @classmethod

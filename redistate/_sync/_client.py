@@ -64,9 +64,10 @@ class Connection:
         except ERRORS as exc:
             raise translate(exc, self.address) from exc
 
-    def delete(self, key: str) -> int:
+    def delete(self, *keys: str) -> int:
+        """DEL; every key given must share one hash slot (cluster-safe)."""
         try:
-            return int(self.client.delete(key))
+            return int(self.client.delete(*keys))
         except ERRORS as exc:
             raise translate(exc, self.address) from exc
 

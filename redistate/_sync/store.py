@@ -11,11 +11,13 @@ from redis.cluster import RedisCluster
 from redis.retry import Retry
 from redis.backoff import NoBackoff
 
+from ..checkpoints import CheckpointSpec
 from ..codec import Codec, JsonCodec
 from ..errors import InvalidId
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
 from ._client import Connection
+from .checkpoints import Checkpoints
 from .records import Collection
 
 __all__ = ["Store"]
@@ -24,7 +26,8 @@ MIB = 1024 * 1024
 
 
 class Store:
-    """Agent state in Redis: sessions, users and named record collections.
+    """Agent state in Redis: sessions, users, named record collections and task
+    checkpoints.
 
     Args:
         client: a ``redis`` Redis, Sentinel master or RedisCluster client with
@@ -47,6 +50,9 @@ class Store:
         session_ttl: float | None = 3600,
         max_bytes: int = MIB,
         update_attempts: int = 100,
+        checkpoint_keep: int = 10,
+        task_ttl: float | None = None,
+        checkpoint_max_bytes: int = 16 * MIB,
     ) -> None:
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
@@ -55,6 +61,16 @@ class Store:
         self._attempts = update_attempts
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
         self.users = self._collection("user", ttl=None, max_bytes=max_bytes)
+        self.checkpoints = Checkpoints(
+            self._conn,
+            CheckpointSpec(
+                self.keys,
+                self.codec,
+                keep=checkpoint_keep,
+                ttl=task_ttl,
+                max_bytes=checkpoint_max_bytes,
+            ),
+        )
 
     @classmethod
     def from_url(
@@ -67,6 +83,9 @@ class Store:
         session_ttl: float | None = 3600,
         max_bytes: int = MIB,
         update_attempts: int = 100,
+        checkpoint_keep: int = 10,
+        task_ttl: float | None = None,
+        checkpoint_max_bytes: int = 16 * MIB,
         **redis_options: Any,
     ) -> Store:
         """Connect to a ``redis://``, ``rediss://`` or ``unix://`` URL.
@@ -89,6 +108,9 @@ class Store:
             session_ttl=session_ttl,
             max_bytes=max_bytes,
             update_attempts=update_attempts,
+            checkpoint_keep=checkpoint_keep,
+            task_ttl=task_ttl,
+            checkpoint_max_bytes=checkpoint_max_bytes,
         )
 
     @classmethod

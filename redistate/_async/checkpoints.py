@@ -1,0 +1,141 @@
+"""Task checkpoints: capped history, integrity, recovery (async source of truth)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..checkpoints import (
+    Checkpoint,
+    CheckpointSpec,
+    Restored,
+    check_id,
+    handoff,
+    new_checkpoint_id,
+)
+from ..records import DEFAULT, TTL, Default, check_ttl
+from ..scripts import script
+from ._client import AsyncConnection
+
+__all__ = ["AsyncCheckpoints"]
+
+_SAVE = script("checkpoint_save")
+_LOG = script("checkpoint_log")
+_READ = script("checkpoint_read")
+
+
+class AsyncCheckpoints:
+    """``store.checkpoints``: snapshots of a task's state at each milestone.
+
+    Every call is one script call (one round trip). The history is capped at ``keep``
+    checkpoints; ``log`` appends merge patches after the newest; ``restore`` rebuilds
+    the state from the newest checkpoint that is intact.
+    """
+
+    __slots__ = ("_conn", "spec")
+
+    def __init__(self, conn: AsyncConnection, spec: CheckpointSpec) -> None:
+        self._conn = conn
+        self.spec = spec
+
+    def _ttl(self, ttl: TTL) -> int:
+        return self.spec.ttl_ms if isinstance(ttl, Default) else check_ttl(ttl)
+
+    async def save(
+        self,
+        task_id: str,
+        state: Any,
+        *,
+        phase: str | None = None,
+        progress: float | None = None,
+        metadata: dict[str, Any] | None = None,
+        checkpoint_id: str | None = None,
+        keep: int | None = None,
+        ttl: TTL = DEFAULT,
+        lease: Any = None,
+    ) -> Checkpoint:
+        """Push a checkpoint and trim the history to ``keep``, in one step.
+
+        Saving an id that is already in the history (a retried call) changes nothing
+        and returns the stored checkpoint. ``lease`` records its fence (enforcement
+        comes with fenced leases).
+
+        Raises:
+            StateTooLarge: the state's JSON is over ``max_bytes``.
+            CodecError: the state is not JSON-serializable.
+            InvalidId: a malformed task or checkpoint id.
+        """
+        keys = self.spec.task_keys(task_id)
+        cid = new_checkpoint_id() if checkpoint_id is None else check_id(checkpoint_id)
+        blob = self.spec.blob(keys[0], cid, state, phase, progress, metadata)
+        fence = getattr(lease, "fence", None) if lease is not None else None
+        args = self.spec.save_args(cid, blob, keep, self._ttl(ttl), fence)
+        reply = await self._conn.script(_SAVE, keys, args)
+        return self.spec.checkpoint(task_id, keys[0], reply[1], blob if reply[0] == 1 else reply[2])
+
+    async def log(
+        self,
+        task_id: str,
+        delta: Any,
+        *,
+        delta_id: str | None = None,
+        ttl: TTL = DEFAULT,
+        lease: Any = None,
+    ) -> int:
+        """Append a merge patch after the newest checkpoint; returns how many the log
+        holds. A resend of the newest delta (same ``delta_id``) is not appended twice.
+
+        Raises:
+            RedistateError: the log is full (``max_deltas``): save a checkpoint.
+        """
+        keys = self.spec.task_keys(task_id)
+        did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
+        blob = self.spec.delta_blob(keys[2], delta)
+        args = (did, blob, self.spec.max_deltas, self._ttl(ttl))
+        reply = await self._conn.script(_LOG, keys, args)
+        return int(reply[1])
+
+    async def latest(self, task_id: str) -> Checkpoint | None:
+        """The newest checkpoint, or None.
+
+        Raises:
+            IntegrityError: it is damaged (``restore()`` falls back to an older one).
+        """
+        history = await self.history(task_id, limit=1)
+        return history[0] if history else None
+
+    async def history(self, task_id: str, limit: int | None = None) -> list[Checkpoint]:
+        """Checkpoints newest first, at most ``limit``.
+
+        Raises:
+            IntegrityError: one of them is damaged.
+        """
+        keys = self.spec.task_keys(task_id)
+        count = 0 if limit is None else limit
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+        if limit == 0:
+            return []
+        reply = await self._conn.script(_READ, keys, (count, 0, ""))
+        return self.spec.history(task_id, keys[0], reply)
+
+    async def get(self, task_id: str, checkpoint_id: str) -> Checkpoint | None:
+        """The checkpoint with this id, if the history still holds it."""
+        keys = self.spec.task_keys(task_id)
+        reply = await self._conn.script(_READ, keys, (0, 0, check_id(checkpoint_id)))
+        found = self.spec.history(task_id, keys[0], reply)
+        return found[0] if found else None
+
+    async def restore(self, task_id: str) -> Restored | None:
+        """The newest intact checkpoint plus the deltas logged after it (None for an
+        unknown task). Damaged checkpoints and deltas are skipped and listed."""
+        keys = self.spec.task_keys(task_id)
+        reply = await self._conn.script(_READ, keys, (0, 1, ""))
+        return self.spec.restored(task_id, keys[0], reply)
+
+    async def handoff(self, task_id: str) -> str:
+        """A short markdown summary (SESSION-STATE.md style) of where the task stands."""
+        return handoff(task_id, await self.restore(task_id))
+
+    async def delete(self, task_id: str) -> bool:
+        """Remove every key of the task; True if it had any."""
+        return await self._conn.delete(*self.spec.task_keys(task_id)) > 0

@@ -1,0 +1,301 @@
+"""Task checkpoints: the pure half (blobs, digests, replies, recovery, handoff). No I/O.
+
+A task's history is two aligned Redis lists in its hash slot: checkpoint blobs, and
+small id entries ``<seq>,<created_ms>,<fence>,<id>,<parent_id>`` that the save script
+writes (so seq, time and parent come from the server, atomically). A delta log holds
+merge patches made after the newest checkpoint; a save compacts it away.
+
+Blob: ``K1,<sha256 hex>,<z|->\\n<meta JSON>\\n<payload>``, the payload being the state's
+JSON, zlib-compressed above a threshold. The digest covers the meta JSON and the
+uncompressed state JSON, and is checked on every read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+import secrets
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from .codec import Codec, to_json_value
+from .errors import IntegrityError, InvalidId, StateTooLarge
+from .keys import KeySpace
+from .mergepatch import merge_patch
+from .records import check_ttl
+
+__all__ = ["Checkpoint", "CheckpointSpec", "Restored", "new_checkpoint_id"]
+
+_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_ENTRY_RE: Final = re.compile(
+    rb"(\d{16}),(\d{13}),(\d+),([A-Za-z0-9_-]{1,64}),([A-Za-z0-9_-]{0,64})"
+)
+_BLOB_RE: Final = re.compile(rb"K1,([0-9a-f]{64}),([z-])\n")
+_DELTA_RE: Final = re.compile(rb"D1,([A-Za-z0-9_-]{1,64}),([A-Za-z0-9_-]{0,64}),(\d{13})\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One saved state of a task. ``seq`` strictly increases per task."""
+
+    id: str
+    task_id: str
+    seq: int
+    parent_id: str | None
+    created_at: dt.datetime
+    phase: str | None
+    progress: float | None
+    state: Any
+    metadata: dict[str, Any]
+    fence: int | None
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What :meth:`restore` rebuilt: the newest good checkpoint plus its deltas.
+
+    ``complete`` is False when a checkpoint or delta was skipped (listed in ``skipped``).
+    """
+
+    state: Any
+    checkpoint: Checkpoint | None
+    deltas_applied: int
+    skipped: tuple[str, ...] = field(default=())
+    complete: bool = True
+
+
+def new_checkpoint_id() -> str:
+    """A time-ordered id made on the client: µs since the epoch (hex) and 48 random bits."""
+    return f"{time.time_ns() // 1000:014x}-{secrets.token_urlsafe(6)}"
+
+
+def check_id(value: object, what: str = "checkpoint id") -> str:
+    if not isinstance(value, str) or not _ID_RE.fullmatch(value):
+        raise InvalidId(f"{what} {value!r:.80} must be 1-64 chars of letters, digits, '_' and '-'")
+    return value
+
+
+def _digest(meta: bytes, state: bytes) -> str:
+    return hashlib.sha256(meta + b"\n" + state).hexdigest()
+
+
+class CheckpointSpec:
+    """Settings of ``store.checkpoints`` and every non-I/O step of its operations."""
+
+    __slots__ = ("codec", "compress_above", "keep", "keys", "max_bytes", "max_deltas", "ttl_ms")
+
+    def __init__(
+        self,
+        keys: KeySpace,
+        codec: Codec,
+        *,
+        keep: int = 10,
+        ttl: float | None = None,
+        max_bytes: int = 16 * 1024 * 1024,
+        compress_above: int = 16 * 1024,
+        max_deltas: int = 1000,
+    ) -> None:
+        self.keys = keys
+        self.codec = codec
+        self.keep = check_keep(keep)
+        self.ttl_ms = check_ttl(ttl, "task ttl")
+        if not isinstance(max_bytes, int) or max_bytes <= 0:
+            raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+        self.max_bytes = max_bytes
+        self.compress_above = compress_above
+        self.max_deltas = check_keep(max_deltas, "max_deltas")
+
+    def task_keys(self, task_id: str) -> tuple[str, str, str]:
+        return self.keys.task_keys(task_id)
+
+    # -- writing --------------------------------------------------------------------
+
+    def blob(
+        self,
+        key: str,
+        checkpoint_id: str,
+        state: Any,
+        phase: str | None,
+        progress: float | None,
+        metadata: dict[str, Any] | None,
+    ) -> bytes:
+        """Encode a checkpoint. Raises StateTooLarge or CodecError before any I/O."""
+        if phase is not None and not isinstance(phase, str):
+            raise TypeError(f"phase must be a str or None, got {type(phase).__name__}")
+        if progress is not None and (
+            isinstance(progress, bool)
+            or not isinstance(progress, int | float)
+            or not 0 <= progress <= 1
+        ):
+            raise ValueError(f"progress must be a number from 0 to 1, got {progress!r}")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be a dict or None, got {type(metadata).__name__}")
+        state_bytes = self.codec.encode(state, key.encode("utf-8"))
+        if len(state_bytes) > self.max_bytes:
+            raise StateTooLarge(len(state_bytes), self.max_bytes, key)
+        meta = orjson.dumps(
+            {
+                "id": checkpoint_id,
+                "phase": phase,
+                "progress": progress,
+                "metadata": to_json_value(metadata or {}),
+            },
+            option=orjson.OPT_SORT_KEYS,
+        )
+        compress = len(state_bytes) > self.compress_above
+        payload = zlib.compress(state_bytes, 1) if compress else state_bytes
+        flag = b"z" if compress else b"-"
+        return b"K1,%s,%s\n%s\n%s" % (_digest(meta, state_bytes).encode(), flag, meta, payload)
+
+    def delta_blob(self, key: str, delta: Any) -> bytes:
+        """Encode a delta (a merge patch): ``<sha256 hex>\\n<JSON>``."""
+        body = self.codec.encode(to_json_value(delta), key.encode("utf-8"))
+        if len(body) > self.max_bytes:
+            raise StateTooLarge(len(body), self.max_bytes, key)
+        return b"%s\n%s" % (hashlib.sha256(body).hexdigest().encode(), body)
+
+    def save_args(
+        self, checkpoint_id: str, blob: bytes, keep: int | None, ttl_ms: int, fence: int | None
+    ) -> tuple[Any, ...]:
+        return (
+            checkpoint_id,
+            blob,
+            self.keep if keep is None else check_keep(keep),
+            ttl_ms,
+            fence or 0,
+        )
+
+    # -- reading --------------------------------------------------------------------
+
+    def checkpoint(self, task_id: str, key: str, entry: bytes, blob: bytes | None) -> Checkpoint:
+        """Decode and verify one checkpoint. Raises IntegrityError if it is damaged."""
+        match = _ENTRY_RE.fullmatch(entry)
+        if match is None or blob is None:
+            raise IntegrityError(f"checkpoint entry {entry[:120]!r} of {key!r} is damaged")
+        seq, created_ms, fence, checkpoint_id, parent = match.groups()
+        head = _BLOB_RE.match(blob)
+        where = f"checkpoint {checkpoint_id.decode()} of task {task_id!r}"
+        if head is None:
+            raise IntegrityError(f"{where} has no valid header")
+        digest, flag = head.group(1).decode(), head.group(2)
+        rest = blob[head.end() :]
+        newline = rest.find(b"\n")
+        if newline < 0:
+            raise IntegrityError(f"{where} is truncated")
+        meta_bytes, payload = rest[:newline], rest[newline + 1 :]
+        try:
+            state_bytes = zlib.decompress(payload) if flag == b"z" else payload
+        except zlib.error as exc:
+            raise IntegrityError(f"{where} does not decompress: {exc}") from exc
+        if _digest(meta_bytes, state_bytes) != digest:
+            raise IntegrityError(f"{where} does not match its SHA-256 digest")
+        meta = orjson.loads(meta_bytes)
+        if meta.get("id") != checkpoint_id.decode():
+            raise IntegrityError(f"{where} is stored next to another checkpoint's entry")
+        return Checkpoint(
+            id=checkpoint_id.decode(),
+            task_id=task_id,
+            seq=int(seq),
+            parent_id=parent.decode() or None,
+            created_at=dt.datetime.fromtimestamp(int(created_ms) / 1000, tz=dt.timezone.utc),
+            phase=meta.get("phase"),
+            progress=meta.get("progress"),
+            state=self.codec.decode(state_bytes, key.encode("utf-8")),
+            metadata=meta.get("metadata") or {},
+            fence=int(fence) or None,
+            digest=digest,
+        )
+
+    def history(self, task_id: str, key: str, reply: Any) -> list[Checkpoint]:
+        entries, blobs = reply[0], reply[1]
+        if len(entries) != len(blobs):
+            raise IntegrityError(f"the history of task {task_id!r} is out of step with its ids")
+        return [self.checkpoint(task_id, key, e, b) for e, b in zip(entries, blobs, strict=True)]
+
+    def restored(self, task_id: str, key: str, reply: Any) -> Restored | None:
+        """Newest good checkpoint + its deltas, skipping (and listing) damaged ones."""
+        entries, blobs, deltas = reply[0], reply[1], reply[2]
+        if not entries and not deltas:
+            return None
+        skipped: list[str] = []
+        chosen: Checkpoint | None = None
+        for entry, blob in zip(entries, blobs, strict=False):
+            try:
+                chosen = self.checkpoint(task_id, key, entry, blob)
+                break
+            except IntegrityError:
+                match = _ENTRY_RE.fullmatch(entry)
+                skipped.append(match.group(4).decode() if match else "?")
+        if len(entries) != len(blobs):
+            skipped.append("?")
+        state: Any = {} if chosen is None else chosen.state
+        applied = 0
+        for raw in deltas:
+            delta_id, snapshot, patch = self._delta(raw)
+            if delta_id is None or patch is _DAMAGED:
+                skipped.append(delta_id or "?")
+                continue
+            if snapshot != (chosen.id if chosen else ""):
+                skipped.append(delta_id)  # it follows a checkpoint we could not read
+                continue
+            state = merge_patch(state, patch)
+            applied += 1
+        return Restored(state, chosen, applied, tuple(skipped), complete=not skipped)
+
+    def _delta(self, raw: bytes) -> tuple[str | None, str, Any]:
+        head = _DELTA_RE.match(raw)
+        if head is None:
+            return None, "", _DAMAGED
+        delta_id, snapshot = head.group(1).decode(), head.group(2).decode()
+        digest, _, body = raw[head.end() :].partition(b"\n")
+        if hashlib.sha256(body).hexdigest().encode() != digest:
+            return delta_id, snapshot, _DAMAGED
+        try:
+            return delta_id, snapshot, orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return delta_id, snapshot, _DAMAGED
+
+
+_DAMAGED: Final = object()
+
+
+def check_keep(value: object, what: str = "keep") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+        raise ValueError(f"{what} must be an int from 1 to 100000, got {value!r}")
+    return value
+
+
+def handoff(task_id: str, restored: Restored | None) -> str:
+    """A SESSION-STATE.md style summary of where a task stands (5-15 lines)."""
+    if restored is None:
+        return f"# Task {task_id}\n\nNo checkpoint saved yet.\n"
+    cp = restored.checkpoint
+    lines = [f"# Task {task_id}", ""]
+    if cp is None:
+        lines.append("- Checkpoint: none readable")
+    else:
+        progress = "unknown" if cp.progress is None else f"{cp.progress:.0%}"
+        when = cp.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        lines += [
+            f"- Phase: {cp.phase or 'unknown'}",
+            f"- Progress: {progress}",
+            f"- Checkpoint: `{cp.id}` (seq {cp.seq}), saved {when}",
+        ]
+    lines.append(f"- Deltas since: {restored.deltas_applied}")
+    if not restored.complete:
+        lines.append(f"- Warning: skipped damaged entries: {', '.join(restored.skipped)}")
+    meta = dict(cp.metadata) if cp else {}
+    next_step = meta.pop("next", None) or meta.pop("next_step", None)
+    lines.append(f"- Next step: {next_step or 'not recorded'}")
+    if meta:
+        lines += ["", "## Decisions and notes"]
+        for name, value in list(meta.items())[: 15 - len(lines) - 1]:
+            text = value if isinstance(value, str) else orjson.dumps(value).decode()
+            lines.append(f"- {name}: {text[:200]}")
+    return "\n".join(lines[:15]) + "\n"

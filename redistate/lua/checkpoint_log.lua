@@ -1,0 +1,34 @@
+--[[ checkpoint_log: append a delta (a merge patch) after a task's latest checkpoint.
+KEYS[1]  checkpoint list
+KEYS[2]  id list (its newest entry names the snapshot the delta follows)
+KEYS[3]  delta log: "D1,<delta_id>,<snapshot_id>,<created_ms:13>\n<blob>"
+ARGV[1]  delta id ([A-Za-z0-9_-], 1-64 chars)
+ARGV[2]  the delta blob (stored as is)
+ARGV[3]  the most deltas the log may hold (1-100000)
+ARGV[4]  ttl in ms for every key of the task; "0" = no expiry
+returns  {1, length}: appended; {0, length}: the newest delta has this id (a resend),
+         nothing changed
+errors   RSARG on malformed arguments; RSFULL if the log holds ARGV[3] deltas already
+         (save a checkpoint to compact it); both before any write.
+]]
+local id, limit, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
+if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^%d+$')
+    or limit < 1 or limit > 100000 or not ttl_ms then
+  return redis.error_reply('RSARG malformed arguments to checkpoint_log')
+end
+local length = redis.call('LLEN', KEYS[3])
+local last = redis.call('LINDEX', KEYS[3], -1)
+if last and string.match(last, '^D1,([%w_-]+),') == id then return {0, length} end
+if length >= limit then
+  return redis.error_reply('RSFULL ' .. KEYS[3] .. ' holds ' .. length
+    .. ' deltas, the limit: save a checkpoint to compact them')
+end
+local head = redis.call('LINDEX', KEYS[2], 0)
+local snapshot = ''
+if head then snapshot = string.match(head, '^%d+,%d+,%d+,([%w_-]+),') or '' end
+redis.call('RPUSH', KEYS[3], string.format('D1,%s,%s,%013.0f\n',
+  id, snapshot, math.floor(rs_now_us() / 1000)) .. ARGV[2])
+if ttl_ms > 0 then
+  for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl_ms) end
+end
+return {1, length + 1}

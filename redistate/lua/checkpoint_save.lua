@@ -1,0 +1,43 @@
+--[[ checkpoint_save: push a checkpoint onto a task's capped history, in one step.
+KEYS[1]  checkpoint list (newest first; each element is a blob made by the client)
+KEYS[2]  id list, aligned with KEYS[1]: "<seq:16>,<created_ms:13>,<fence>,<id>,<parent_id>"
+KEYS[3]  delta log (compacted away: a new snapshot starts here)
+ARGV[1]  checkpoint id ([A-Za-z0-9_-], 1-64 chars)
+ARGV[2]  the checkpoint blob (stored as is)
+ARGV[3]  keep: how many checkpoints the history holds (1-100000)
+ARGV[4]  ttl in ms for every key of the task; "0" = no expiry
+ARGV[5]  fence of the lease the write is made under; "0" = none
+returns  {1, entry}: saved, entry is its id-list element;
+         {0, entry, blob}: this id is already in the history (a resent save): nothing
+         changed, the stored checkpoint is returned
+errors   RSARG on malformed arguments, RSINTEGRITY if the id list is not ours; both
+         before any write.
+seq is the newest entry's seq + 1: strictly increasing per task, under any number of
+concurrent savers (scripts run one at a time).
+]]
+local id, keep, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
+if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^%d+$')
+    or keep < 1 or keep > 100000 or not ttl_ms or not string.match(ARGV[5], '^%d+$') then
+  return redis.error_reply('RSARG malformed arguments to checkpoint_save')
+end
+
+local entries = redis.call('LRANGE', KEYS[2], 0, -1)
+local seq, parent = 0, ''
+for i, entry in ipairs(entries) do
+  local s, eid = string.match(entry, '^(%d+),%d+,%d+,([%w_-]+),[%w_-]*$')
+  if not s then return redis.error_reply('RSINTEGRITY id list ' .. KEYS[2] .. ' is not ours') end
+  if i == 1 then seq, parent = tonumber(s), eid end
+  if eid == id then return {0, entry, redis.call('LINDEX', KEYS[1], i - 1)} end
+end
+
+local entry = string.format('%016.0f,%013.0f,%s,%s,%s',
+  seq + 1, math.floor(rs_now_us() / 1000), ARGV[5], id, parent)
+redis.call('LPUSH', KEYS[1], ARGV[2])
+redis.call('LPUSH', KEYS[2], entry)
+redis.call('LTRIM', KEYS[1], 0, keep - 1)
+redis.call('LTRIM', KEYS[2], 0, keep - 1)
+redis.call('DEL', KEYS[3])
+for i = 1, 2 do
+  if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
+end
+return {1, entry}

@@ -1,0 +1,275 @@
+"""Checkpoint contract suite: every backend, both I/O flavours (has a generated sync twin)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from redistate import (
+    AsyncStore,
+    CodecError,
+    IntegrityError,
+    InvalidId,
+    RedistateError,
+    StateTooLarge,
+)
+from tests.conftest import Backend
+
+
+async def test_save_then_latest(store: AsyncStore) -> None:
+    saved = await store.checkpoints.save(
+        "t1", {"step": 1}, phase="search", progress=0.2, metadata={"next": "write"}
+    )
+    assert (saved.task_id, saved.seq, saved.parent_id, saved.fence) == ("t1", 1, None, None)
+    assert (saved.phase, saved.progress, saved.metadata) == ("search", 0.2, {"next": "write"})
+    assert len(saved.digest) == 64
+    assert await store.checkpoints.latest("t1") == saved
+
+
+async def test_unknown_task(store: AsyncStore) -> None:
+    assert await store.checkpoints.latest("nope") is None
+    assert await store.checkpoints.history("nope") == []
+    assert await store.checkpoints.restore("nope") is None
+    assert await store.checkpoints.get("nope", "x") is None
+    assert await store.checkpoints.delete("nope") is False
+
+
+async def test_history_is_newest_first_and_capped(store: AsyncStore, backend: Backend) -> None:
+    saved = [await store.checkpoints.save("t", {"i": i}) for i in range(14)]
+    history = await store.checkpoints.history("t")
+    assert [c.state["i"] for c in history] == list(range(13, 3, -1))  # keep=10
+    assert [c.seq for c in history] == list(range(14, 4, -1))
+    assert [c.parent_id for c in history] == [c.id for c in saved[12:2:-1]]
+    assert [c.state["i"] for c in await store.checkpoints.history("t", limit=3)] == [13, 12, 11]
+    key, ids_key, _ = store.keys.task_keys("t")
+    assert backend.raw().llen(key) == backend.raw().llen(ids_key) == 10
+
+
+async def test_keep_per_store_and_per_call(backend: Backend, namespace: str) -> None:
+    store = AsyncStore(backend.async_client(), namespace=namespace, checkpoint_keep=3)
+    for i in range(5):
+        await store.checkpoints.save("t", {"i": i})
+    assert len(await store.checkpoints.history("t")) == 3
+    await store.checkpoints.save("t", {"i": 5}, keep=2)
+    assert [c.state["i"] for c in await store.checkpoints.history("t")] == [5, 4]
+    await store.aclose()
+
+
+async def test_a_resent_save_is_not_a_duplicate(store: AsyncStore) -> None:
+    first = await store.checkpoints.save("t", {"a": 1}, checkpoint_id="cp-1")
+    await store.checkpoints.save("t", {"a": 2}, checkpoint_id="cp-2")
+    again = await store.checkpoints.save("t", {"a": "changed"}, checkpoint_id="cp-1")
+    assert again == first  # the stored checkpoint, unchanged
+    history = await store.checkpoints.history("t")
+    assert [c.id for c in history] == ["cp-2", "cp-1"]
+
+
+async def test_get_by_id(store: AsyncStore) -> None:
+    one = await store.checkpoints.save("t", {"a": 1})
+    await store.checkpoints.save("t", {"a": 2})
+    assert await store.checkpoints.get("t", one.id) == one
+    assert await store.checkpoints.get("t", "missing") is None
+
+
+async def test_ids_are_time_ordered_by_default(store: AsyncStore) -> None:
+    ids = [(await store.checkpoints.save("t", {"i": i})).id for i in range(5)]
+    assert ids == sorted(ids) and len(set(ids)) == 5
+
+
+async def test_corrupt_latest_raises_and_restore_falls_back(
+    store: AsyncStore, backend: Backend
+) -> None:
+    good = await store.checkpoints.save("t", {"step": 1})
+    bad = await store.checkpoints.save("t", {"step": 2})
+    key = store.keys.task("t")
+    raw = backend.raw()
+    blob = raw.lindex(key, 0)
+    raw.lset(key, 0, blob[:-2] + b"9}")  # flip the payload: the digest no longer matches
+    with pytest.raises(IntegrityError, match="digest"):
+        await store.checkpoints.latest("t")
+    restored = await store.checkpoints.restore("t")
+    assert restored is not None
+    assert restored.checkpoint == good and restored.state == {"step": 1}
+    assert restored.skipped == (bad.id,) and restored.complete is False
+
+
+async def test_every_kind_of_damage_is_detected(store: AsyncStore, backend: Backend) -> None:
+    await store.checkpoints.save("t", {"step": 1, "text": "x" * 20000})  # compressed
+    key = store.keys.task("t")
+    raw = backend.raw()
+    original = raw.lindex(key, 0)
+    for damaged in (b"", b"garbage", original[:-10], original[:80] + b"X" + original[81:]):
+        raw.lset(key, 0, damaged)
+        with pytest.raises(IntegrityError):
+            await store.checkpoints.latest("t")
+        restored = await store.checkpoints.restore("t")
+        assert restored is not None and restored.checkpoint is None
+        assert restored.complete is False
+    raw.lset(key, 0, original)
+    latest = await store.checkpoints.latest("t")
+    assert latest is not None and latest.state["text"] == "x" * 20000
+
+
+async def test_deltas_replay_after_the_snapshot(store: AsyncStore) -> None:
+    await store.checkpoints.save("t", {"step": 1, "notes": {"a": 1}})
+    assert await store.checkpoints.log("t", {"step": 2}) == 1
+    assert await store.checkpoints.log("t", {"notes": {"b": 2, "a": None}}) == 2
+    restored = await store.checkpoints.restore("t")
+    assert restored is not None
+    assert restored.state == {"step": 2, "notes": {"b": 2}}
+    assert (restored.deltas_applied, restored.complete) == (2, True)
+
+
+async def test_a_save_compacts_the_deltas(store: AsyncStore, backend: Backend) -> None:
+    await store.checkpoints.save("t", {"n": 0})
+    await store.checkpoints.log("t", {"n": 1})
+    await store.checkpoints.save("t", {"n": 5})
+    assert backend.raw().exists(store.keys.task_log("t")) == 0
+    restored = await store.checkpoints.restore("t")
+    assert restored is not None and restored.state == {"n": 5} and restored.deltas_applied == 0
+
+
+async def test_a_resent_delta_is_applied_once(store: AsyncStore) -> None:
+    await store.checkpoints.save("t", {"items": []})
+    await store.checkpoints.log("t", {"items": ["a"]}, delta_id="d1")
+    assert await store.checkpoints.log("t", {"items": ["a"]}, delta_id="d1") == 1
+    restored = await store.checkpoints.restore("t")
+    assert restored is not None and restored.deltas_applied == 1
+
+
+async def test_deltas_without_a_snapshot(store: AsyncStore) -> None:
+    await store.checkpoints.log("t", {"a": 1})
+    restored = await store.checkpoints.restore("t")
+    assert restored is not None
+    assert (restored.state, restored.checkpoint, restored.complete) == ({"a": 1}, None, True)
+
+
+async def test_a_damaged_delta_is_skipped(store: AsyncStore, backend: Backend) -> None:
+    await store.checkpoints.save("t", {"n": 0})
+    await store.checkpoints.log("t", {"n": 1}, delta_id="d1")
+    await store.checkpoints.log("t", {"m": 2}, delta_id="d2")
+    raw = backend.raw()
+    log_key = store.keys.task_log("t")
+    raw.lset(log_key, 0, raw.lindex(log_key, 0)[:-2] + b"7}")
+    restored = await store.checkpoints.restore("t")
+    assert restored is not None
+    assert restored.state == {"n": 0, "m": 2} and restored.skipped == ("d1",)
+    assert restored.complete is False
+
+
+async def test_deltas_of_a_damaged_snapshot_are_not_applied_to_an_older_one(
+    store: AsyncStore, backend: Backend
+) -> None:
+    await store.checkpoints.save("t", {"v": 1})
+    newest = await store.checkpoints.save("t", {"v": 2})
+    await store.checkpoints.log("t", {"w": 3}, delta_id="d1")
+    backend.raw().lset(store.keys.task("t"), 0, b"garbage")
+    restored = await store.checkpoints.restore("t")
+    assert restored is not None and restored.state == {"v": 1}
+    assert restored.skipped == (newest.id, "d1") and restored.deltas_applied == 0
+
+
+async def test_the_delta_log_is_capped(backend: Backend, namespace: str) -> None:
+    store = AsyncStore(backend.async_client(), namespace=namespace)
+    store.checkpoints.spec.max_deltas = 3
+    for i in range(3):
+        await store.checkpoints.log("t", {"i": i})
+    with pytest.raises(RedistateError, match="RSFULL"):
+        await store.checkpoints.log("t", {"i": 3})
+    await store.checkpoints.save("t", {"i": 2})
+    assert await store.checkpoints.log("t", {"i": 3}) == 1
+    await store.aclose()
+
+
+async def test_task_ttl_covers_every_key(backend: Backend, namespace: str) -> None:
+    store = AsyncStore(backend.async_client(), namespace=namespace, task_ttl=60)
+    await store.checkpoints.save("t", {"a": 1})
+    await store.checkpoints.log("t", {"b": 2})
+    raw = backend.raw()
+    for key in store.keys.task_keys("t"):
+        assert 59_000 < raw.pttl(key) <= 60_000, key
+    await store.checkpoints.save("t", {"a": 2}, ttl=None)
+    for key in store.keys.task_keys("t")[:2]:
+        assert raw.pttl(key) == -1
+    await store.aclose()
+
+
+async def test_no_ttl_by_default(store: AsyncStore, backend: Backend) -> None:
+    await store.checkpoints.save("t", {"a": 1})
+    await store.checkpoints.log("t", {"b": 2})
+    for key in store.keys.task_keys("t"):
+        assert backend.raw().pttl(key) == -1
+
+
+async def test_delete_removes_every_key(
+    store: AsyncStore, backend: Backend, namespace: str
+) -> None:
+    await store.checkpoints.save("t", {"a": 1})
+    await store.checkpoints.log("t", {"b": 2})
+    assert await store.checkpoints.delete("t") is True
+    assert list(backend.raw().scan_iter(match=f"{namespace}:*")) == []
+    again = await store.checkpoints.save("t", {"a": 1})
+    assert again.seq == 1
+
+
+async def test_large_states_are_compressed_and_limited(
+    store: AsyncStore, backend: Backend, namespace: str
+) -> None:
+    state = {"text": "agent " * 10_000}
+    saved = await store.checkpoints.save("t", state)
+    stored = backend.raw().lindex(store.keys.task("t"), 0)
+    assert len(stored) < 10_000 < len(str(state))  # zlib
+    assert stored.startswith(b"K1,") and stored[68:70] == b"z\n"
+    assert (await store.checkpoints.latest("t")) == saved
+    small = AsyncStore(backend.async_client(), namespace=namespace, checkpoint_max_bytes=1000)
+    with pytest.raises(StateTooLarge) as info:
+        await small.checkpoints.save("u", {"x": "y" * 1000})
+    assert info.value.limit == 1000
+    assert await small.checkpoints.latest("u") is None
+    await small.aclose()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"checkpoint_id": "bad id"},
+        {"checkpoint_id": ""},
+        {"phase": 3},
+        {"progress": 1.5},
+        {"progress": "half"},
+        {"metadata": ["not", "a", "dict"]},
+        {"keep": 0},
+    ],
+)
+async def test_bad_arguments_change_nothing(
+    store: AsyncStore, backend: Backend, namespace: str, kwargs: dict[str, Any]
+) -> None:
+    with pytest.raises((ValueError, TypeError, InvalidId)):
+        await store.checkpoints.save("t", {"a": 1}, **kwargs)
+    with pytest.raises(CodecError):
+        await store.checkpoints.save("t", {"a": object()})
+    with pytest.raises(InvalidId):
+        await store.checkpoints.save("", {"a": 1})
+    assert list(backend.raw().scan_iter(match=f"{namespace}:*")) == []
+
+
+async def test_handoff(store: AsyncStore) -> None:
+    assert "No checkpoint saved yet" in await store.checkpoints.handoff("t")
+    await store.checkpoints.save(
+        "t",
+        {"files": 3},
+        phase="impl",
+        progress=0.45,
+        metadata={"next": "write the tests", "decision": "use Redis streams"},
+        checkpoint_id="cp-7",
+    )
+    await store.checkpoints.log("t", {"files": 4})
+    text = await store.checkpoints.handoff("t")
+    lines = text.splitlines()
+    assert 5 <= len(lines) <= 15
+    assert lines[0] == "# Task t"
+    assert "- Phase: impl" in lines and "- Progress: 45%" in lines
+    assert any(line.startswith("- Checkpoint: `cp-7` (seq 1), saved ") for line in lines)
+    assert "- Deltas since: 1" in lines and "- Next step: write the tests" in lines
+    assert "- decision: use Redis streams" in lines
