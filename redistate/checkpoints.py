@@ -124,8 +124,11 @@ class CheckpointSpec:
         phase: str | None,
         progress: float | None,
         metadata: dict[str, Any] | None,
-    ) -> bytes:
-        """Encode a checkpoint. Raises StateTooLarge or CodecError before any I/O."""
+    ) -> tuple[bytes, str, dict[str, Any]]:
+        """Encode a checkpoint: (blob, digest, metadata as stored).
+
+        Raises StateTooLarge, CodecError, TypeError or ValueError before any I/O.
+        """
         if phase is not None and not isinstance(phase, str):
             raise TypeError(f"phase must be a str or None, got {type(phase).__name__}")
         if progress is not None and (
@@ -139,19 +142,52 @@ class CheckpointSpec:
         state_bytes = self.codec.encode(state, key.encode("utf-8"))
         if len(state_bytes) > self.max_bytes:
             raise StateTooLarge(len(state_bytes), self.max_bytes, key)
+        stored_metadata = to_json_value(metadata or {})
         meta = orjson.dumps(
             {
                 "id": checkpoint_id,
                 "phase": phase,
                 "progress": progress,
-                "metadata": to_json_value(metadata or {}),
+                "metadata": stored_metadata,
             },
             option=orjson.OPT_SORT_KEYS,
         )
         compress = len(state_bytes) > self.compress_above
         payload = zlib.compress(state_bytes, 1) if compress else state_bytes
         flag = b"z" if compress else b"-"
-        return b"K1,%s,%s\n%s\n%s" % (_digest(meta, state_bytes).encode(), flag, meta, payload)
+        digest = _digest(meta, state_bytes)
+        blob = b"K1,%s,%s\n%s\n%s" % (digest.encode(), flag, meta, payload)
+        return blob, digest, stored_metadata
+
+    def saved(
+        self,
+        task_id: str,
+        entry: bytes,
+        state: Any,
+        phase: str | None,
+        progress: float | None,
+        metadata: dict[str, Any],
+        digest: str,
+    ) -> Checkpoint:
+        """The Checkpoint just written, from the script's id entry and what was sent
+        (``state`` as passed, like ``put``: no decode of what was just encoded)."""
+        match = _ENTRY_RE.fullmatch(entry)
+        if match is None:
+            raise IntegrityError(f"checkpoint entry {entry[:120]!r} of task {task_id!r} is damaged")
+        seq, created_ms, fence, checkpoint_id, parent = match.groups()
+        return Checkpoint(
+            id=checkpoint_id.decode(),
+            task_id=task_id,
+            seq=int(seq),
+            parent_id=parent.decode() or None,
+            created_at=dt.datetime.fromtimestamp(int(created_ms) / 1000, tz=dt.timezone.utc),
+            phase=phase,
+            progress=progress,
+            state=state,
+            metadata=metadata,
+            fence=int(fence) or None,
+            digest=digest,
+        )
 
     def delta_blob(self, key: str, delta: Any) -> bytes:
         """Encode a delta (a merge patch): ``<sha256 hex>\\n<JSON>``."""

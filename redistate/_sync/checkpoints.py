@@ -67,11 +67,13 @@ class Checkpoints:
         """
         keys = self.spec.task_keys(task_id)
         cid = new_checkpoint_id() if checkpoint_id is None else check_id(checkpoint_id)
-        blob = self.spec.blob(keys[0], cid, state, phase, progress, metadata)
+        blob, digest, stored_meta = self.spec.blob(keys[0], cid, state, phase, progress, metadata)
         fence = getattr(lease, "fence", None) if lease is not None else None
         args = self.spec.save_args(cid, blob, keep, self._ttl(ttl), fence)
         reply = self._conn.script(_SAVE, keys, args)
-        return self.spec.checkpoint(task_id, keys[0], reply[1], blob if reply[0] == 1 else reply[2])
+        if reply[0] == 1:
+            return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)
+        return self.spec.checkpoint(task_id, keys[0], reply[1], reply[2])  # resent: the stored one
 
     def log(
         self,

@@ -273,3 +273,23 @@ async def test_handoff(store: AsyncStore) -> None:
     assert any(line.startswith("- Checkpoint: `cp-7` (seq 1), saved ") for line in lines)
     assert "- Deltas since: 1" in lines and "- Next step: write the tests" in lines
     assert "- decision: use Redis streams" in lines
+
+
+async def test_a_lease_records_its_fence(store: AsyncStore) -> None:
+    class Lease:  # the shape of a fenced lease (enforcement comes with leases)
+        fence = 7
+
+    saved = await store.checkpoints.save("t", {"a": 1}, lease=Lease())
+    assert saved.fence == 7
+    latest = await store.checkpoints.latest("t")
+    assert latest is not None and latest.fence == 7
+
+
+async def test_save_returns_what_latest_reads(store: AsyncStore) -> None:
+    import datetime as dt
+
+    saved = await store.checkpoints.save(
+        "t", {"when": "x", "n": 2**60}, phase="p", progress=1, metadata={"at": dt.date(2026, 1, 2)}
+    )
+    assert saved.metadata == {"at": "2026-01-02"}  # metadata as stored (plain JSON)
+    assert await store.checkpoints.latest("t") == saved

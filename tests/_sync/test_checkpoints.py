@@ -274,3 +274,23 @@ def test_handoff(store: Store) -> None:
     assert any(line.startswith("- Checkpoint: `cp-7` (seq 1), saved ") for line in lines)
     assert "- Deltas since: 1" in lines and "- Next step: write the tests" in lines
     assert "- decision: use Redis streams" in lines
+
+
+def test_a_lease_records_its_fence(store: Store) -> None:
+    class Lease:  # the shape of a fenced lease (enforcement comes with leases)
+        fence = 7
+
+    saved = store.checkpoints.save("t", {"a": 1}, lease=Lease())
+    assert saved.fence == 7
+    latest = store.checkpoints.latest("t")
+    assert latest is not None and latest.fence == 7
+
+
+def test_save_returns_what_latest_reads(store: Store) -> None:
+    import datetime as dt
+
+    saved = store.checkpoints.save(
+        "t", {"when": "x", "n": 2**60}, phase="p", progress=1, metadata={"at": dt.date(2026, 1, 2)}
+    )
+    assert saved.metadata == {"at": "2026-01-02"}  # metadata as stored (plain JSON)
+    assert store.checkpoints.latest("t") == saved
