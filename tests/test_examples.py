@@ -29,7 +29,7 @@ def _run(path: Path, url: str | None) -> str:
 EXPECTED = {
     "quickstart.py": ["refused: conflict", "user u1: {'prefs': {'lang': 'zh'}}"],
     "quickstart_async.py": ["facts kept: 20 of 20"],
-    "checkpoints.py": [
+    "resume_after_crash.py": [
         "instance 1: crashed during write",
         "starting with 3 steps done",
         "- Progress: 100%",

@@ -1,6 +1,6 @@
 """Checkpoints: a task that survives a crash and resumes where it stopped.
 
-python examples/checkpoints.py                      # embedded, no server needed
+python examples/resume_after_crash.py                      # embedded, no server needed
 """
 
 from __future__ import annotations
