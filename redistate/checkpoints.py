@@ -82,7 +82,10 @@ def check_id(value: object, what: str = "checkpoint id") -> str:
 
 
 def _digest(meta: bytes, state: bytes) -> str:
-    return hashlib.sha256(meta + b"\n" + state).hexdigest()
+    digest = hashlib.sha256(meta)  # piecewise: no copy of a large state
+    digest.update(b"\n")
+    digest.update(state)
+    return digest.hexdigest()
 
 
 class CheckpointSpec:
@@ -108,6 +111,12 @@ class CheckpointSpec:
         if not isinstance(max_bytes, int) or max_bytes <= 0:
             raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
         self.max_bytes = max_bytes
+        if (
+            isinstance(compress_above, bool)
+            or not isinstance(compress_above, int)
+            or compress_above < 0
+        ):
+            raise ValueError(f"compress_above must be an int >= 0, got {compress_above!r}")
         self.compress_above = compress_above
         self.max_deltas = check_keep(max_deltas, "max_deltas")
 

@@ -28,3 +28,15 @@ def test_records_benchmark_runs_and_meets_round_trip_targets() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     for op in ("put", "get", "conditional put", "merge", "update", "get(touch)"):
         assert f"\n{op} " in done.stdout
+
+
+def test_checkpoints_benchmark_runs_and_meets_round_trip_targets() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "checkpoints.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "after 10 vs 10,000 earlier saves" in done.stdout
+    assert "vs deltas" in done.stdout

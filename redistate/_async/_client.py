@@ -70,6 +70,17 @@ class AsyncConnection:
         except ERRORS as exc:
             raise translate(exc, self.address) from exc
 
+    async def transaction(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """Send ``commands`` as one MULTI/EXEC: one round trip, applied atomically.
+        Every key must share one hash slot."""
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                for command in commands:
+                    pipe.execute_command(*command)
+                return list(await pipe.execute())
+        except ERRORS as exc:
+            raise translate(exc, self.address) from exc
+
     async def scan(self, pattern: str, count: int = 1000) -> AsyncIterator[bytes]:
         """Every key matching ``pattern`` (SCAN; never KEYS). On a cluster client this
         covers one node only so far: scanning every primary is issue 6."""

@@ -26,9 +26,10 @@ _READ = script("checkpoint_read")
 class AsyncCheckpoints:
     """``store.checkpoints``: snapshots of a task's state at each milestone.
 
-    Every call is one script call (one round trip). The history is capped at ``keep``
-    checkpoints; ``log`` appends merge patches after the newest; ``restore`` rebuilds
-    the state from the newest checkpoint that is intact.
+    Every call is one round trip: a script for writes and lookups by id, MULTI/EXEC
+    for reads (``restore`` takes a second one only to fall back past damage). The
+    history is capped at ``keep`` checkpoints; ``log`` appends merge patches after the
+    newest; ``restore`` rebuilds the state from the newest checkpoint that is intact.
     """
 
     __slots__ = ("_conn", "spec")
@@ -117,8 +118,20 @@ class AsyncCheckpoints:
             raise ValueError(f"limit must be a positive int or None, got {limit!r}")
         if limit == 0:
             return []
-        reply = await self._conn.script(_READ, keys, (count, 0, ""))
-        return self.spec.history(task_id, keys[0], reply)
+        return self.spec.history(task_id, keys[0], await self._read(keys, count, deltas=False))
+
+    async def _read(self, keys: tuple[str, str, str], count: int, *, deltas: bool) -> list[Any]:
+        """The newest ``count`` entries and blobs (0: all), and the delta log if asked:
+        one MULTI/EXEC, so blobs are not copied through Lua."""
+        last = count - 1
+        commands: list[tuple[Any, ...]] = [
+            ("LRANGE", keys[1], 0, last),
+            ("LRANGE", keys[0], 0, last),
+        ]
+        if deltas:
+            commands.append(("LRANGE", keys[2], 0, -1))
+        reply = await self._conn.transaction(*commands)
+        return reply if deltas else [*reply, []]
 
     async def get(self, task_id: str, checkpoint_id: str) -> Checkpoint | None:
         """The checkpoint with this id, if the history still holds it."""
@@ -131,8 +144,11 @@ class AsyncCheckpoints:
         """The newest intact checkpoint plus the deltas logged after it (None for an
         unknown task). Damaged checkpoints and deltas are skipped and listed."""
         keys = self.spec.task_keys(task_id)
-        reply = await self._conn.script(_READ, keys, (0, 1, ""))
-        return self.spec.restored(task_id, keys[0], reply)
+        restored = self.spec.restored(task_id, keys[0], await self._read(keys, 1, deltas=True))
+        if restored is not None and restored.checkpoint is None and restored.skipped:
+            # The newest is damaged: only now read the whole history to fall back.
+            restored = self.spec.restored(task_id, keys[0], await self._read(keys, 0, deltas=True))
+        return restored
 
     async def handoff(self, task_id: str) -> str:
         """A short markdown summary (SESSION-STATE.md style) of where the task stands."""

@@ -52,6 +52,7 @@ class AsyncStore:
         checkpoint_keep: int = 10,
         task_ttl: float | None = None,
         checkpoint_max_bytes: int = 16 * MIB,
+        checkpoint_compress_above: int = 16 * 1024,
     ) -> None:
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
@@ -68,6 +69,7 @@ class AsyncStore:
                 keep=checkpoint_keep,
                 ttl=task_ttl,
                 max_bytes=checkpoint_max_bytes,
+                compress_above=checkpoint_compress_above,
             ),
         )
 
@@ -85,6 +87,7 @@ class AsyncStore:
         checkpoint_keep: int = 10,
         task_ttl: float | None = None,
         checkpoint_max_bytes: int = 16 * MIB,
+        checkpoint_compress_above: int = 16 * 1024,
         **redis_options: Any,
     ) -> AsyncStore:
         """Connect to a ``redis://``, ``rediss://`` or ``unix://`` URL.
@@ -110,6 +113,7 @@ class AsyncStore:
             checkpoint_keep=checkpoint_keep,
             task_ttl=task_ttl,
             checkpoint_max_bytes=checkpoint_max_bytes,
+            checkpoint_compress_above=checkpoint_compress_above,
         )
 
     @classmethod

@@ -71,6 +71,17 @@ class Connection:
         except ERRORS as exc:
             raise translate(exc, self.address) from exc
 
+    def transaction(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """Send ``commands`` as one MULTI/EXEC: one round trip, applied atomically.
+        Every key must share one hash slot."""
+        try:
+            with self.client.pipeline(transaction=True) as pipe:
+                for command in commands:
+                    pipe.execute_command(*command)
+                return list(pipe.execute())
+        except ERRORS as exc:
+            raise translate(exc, self.address) from exc
+
     def scan(self, pattern: str, count: int = 1000) -> Iterator[bytes]:
         """Every key matching ``pattern`` (SCAN; never KEYS). On a cluster client this
         covers one node only so far: scanning every primary is issue 6."""

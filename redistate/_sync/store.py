@@ -53,6 +53,7 @@ class Store:
         checkpoint_keep: int = 10,
         task_ttl: float | None = None,
         checkpoint_max_bytes: int = 16 * MIB,
+        checkpoint_compress_above: int = 16 * 1024,
     ) -> None:
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
@@ -69,6 +70,7 @@ class Store:
                 keep=checkpoint_keep,
                 ttl=task_ttl,
                 max_bytes=checkpoint_max_bytes,
+                compress_above=checkpoint_compress_above,
             ),
         )
 
@@ -86,6 +88,7 @@ class Store:
         checkpoint_keep: int = 10,
         task_ttl: float | None = None,
         checkpoint_max_bytes: int = 16 * MIB,
+        checkpoint_compress_above: int = 16 * 1024,
         **redis_options: Any,
     ) -> Store:
         """Connect to a ``redis://``, ``rediss://`` or ``unix://`` URL.
@@ -111,6 +114,7 @@ class Store:
             checkpoint_keep=checkpoint_keep,
             task_ttl=task_ttl,
             checkpoint_max_bytes=checkpoint_max_bytes,
+            checkpoint_compress_above=checkpoint_compress_above,
         )
 
     @classmethod

@@ -15,6 +15,7 @@ from redistate import (
     StateTooLarge,
 )
 from tests.conftest import Backend
+from tests.roundtrips import RoundTrips
 
 
 async def test_save_then_latest(store: AsyncStore) -> None:
@@ -293,3 +294,45 @@ async def test_save_returns_what_latest_reads(store: AsyncStore) -> None:
     )
     assert saved.metadata == {"at": "2026-01-02"}  # metadata as stored (plain JSON)
     assert await store.checkpoints.latest("t") == saved
+
+
+async def test_the_compression_threshold_is_a_store_option(
+    backend: Backend, namespace: str
+) -> None:
+    store = AsyncStore(backend.async_client(), namespace=namespace, checkpoint_compress_above=100)
+    await store.checkpoints.save("t", {"text": "a" * 200})
+    assert backend.raw().lindex(store.keys.task("t"), 0)[68:70] == b"z\n"
+    never = AsyncStore(backend.async_client(), namespace=namespace, checkpoint_compress_above=10**9)
+    await never.checkpoints.save("u", {"text": "a" * 20_000})
+    assert backend.raw().lindex(store.keys.task("u"), 0)[68:70] == b"-\n"
+    await store.aclose()
+    await never.aclose()
+
+
+async def test_restore_reads_only_the_newest_unless_it_is_damaged(
+    server_store: AsyncStore, roundtrips: RoundTrips, server_backend: Backend
+) -> None:
+    cps = server_store.checkpoints
+    for i in range(5):
+        await cps.save("t", {"i": i})
+    await cps.restore("t")  # warm up the connection and load the scripts
+    await cps.log("warm", {"x": 1})
+    roundtrips.start()
+    await cps.restore("t")
+    await cps.latest("t")
+    await cps.save("t", {"i": 5})
+    await cps.log("t", {"j": 1})
+    sent = roundtrips.stop()
+    # one round trip each: MULTI ... EXEC arrive together, scripts are one EVALSHA
+    assert [c[0].upper() for c in sent] == [
+        "MULTI", "LRANGE", "LRANGE", "LRANGE", "EXEC",
+        "MULTI", "LRANGE", "LRANGE", "EXEC",
+        "EVALSHA", "EVALSHA",
+    ]  # fmt: skip
+    server_backend.raw().lset(server_store.keys.task("t"), 0, b"damaged")
+    roundtrips.start()
+    restored = await cps.restore("t")
+    fallback = roundtrips.stop()
+    assert [c[0].upper() for c in fallback].count("EXEC") == 2  # a second read, to fall back
+    assert restored is not None and restored.state == {"i": 4}
+    assert restored.complete is False and len(restored.skipped) == 2  # newest + its delta

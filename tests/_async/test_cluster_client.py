@@ -34,3 +34,18 @@ async def test_a_cluster_client_runs_the_record_operations(
     assert await store.users.delete("u", if_version=updated.version) is True
     assert await store.sessions.delete("s") is True
     await store.aclose()
+
+
+async def test_a_cluster_client_runs_the_checkpoint_operations(
+    cluster_node: Server, namespace: str
+) -> None:
+    client = RedisCluster(host="127.0.0.1", port=cluster_node.port)
+    store = AsyncStore(client, namespace=namespace)
+    saved = await store.checkpoints.save("t", {"step": 1}, phase="a")
+    await store.checkpoints.log("t", {"step": 2})
+    restored = await store.checkpoints.restore("t")
+    assert restored is not None and restored.state == {"step": 2}
+    assert await store.checkpoints.latest("t") == saved
+    assert await store.checkpoints.get("t", saved.id) == saved
+    assert await store.checkpoints.delete("t") is True
+    await store.aclose()

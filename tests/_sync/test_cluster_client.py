@@ -35,3 +35,18 @@ def test_a_cluster_client_runs_the_record_operations(
     assert store.users.delete("u", if_version=updated.version) is True
     assert store.sessions.delete("s") is True
     store.close()
+
+
+def test_a_cluster_client_runs_the_checkpoint_operations(
+    cluster_node: Server, namespace: str
+) -> None:
+    client = RedisCluster(host="127.0.0.1", port=cluster_node.port)
+    store = Store(client, namespace=namespace)
+    saved = store.checkpoints.save("t", {"step": 1}, phase="a")
+    store.checkpoints.log("t", {"step": 2})
+    restored = store.checkpoints.restore("t")
+    assert restored is not None and restored.state == {"step": 2}
+    assert store.checkpoints.latest("t") == saved
+    assert store.checkpoints.get("t", saved.id) == saved
+    assert store.checkpoints.delete("t") is True
+    store.close()
