@@ -24,7 +24,7 @@ from typing import Any, Final
 import orjson
 
 from .codec import Codec, to_json_value
-from .errors import IntegrityError, InvalidId, StateTooLarge
+from .errors import CodecError, IntegrityError, InvalidId, StateTooLarge
 from .keys import KeySpace
 from .mergepatch import merge_patch
 from .records import check_ttl
@@ -149,8 +149,6 @@ class CheckpointSpec:
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict or None, got {type(metadata).__name__}")
         state_bytes = self.codec.encode(state, key.encode("utf-8"))
-        if len(state_bytes) > self.max_bytes:
-            raise StateTooLarge(len(state_bytes), self.max_bytes, key)
         stored_metadata = to_json_value(metadata or {})
         meta = orjson.dumps(
             {
@@ -161,6 +159,8 @@ class CheckpointSpec:
             },
             option=orjson.OPT_SORT_KEYS,
         )
+        if len(state_bytes) + len(meta) > self.max_bytes:
+            raise StateTooLarge(len(state_bytes) + len(meta), self.max_bytes, key)
         compress = len(state_bytes) > self.compress_above
         payload = zlib.compress(state_bytes, 1) if compress else state_bytes
         flag = b"z" if compress else b"-"
@@ -199,22 +199,26 @@ class CheckpointSpec:
         )
 
     def delta_blob(self, key: str, delta: Any) -> bytes:
-        """Encode a delta (a merge patch): ``<sha256 hex>\\n<JSON>``."""
+        """Encode a delta, a merge patch object: ``<sha256 hex>`` newline ``<codec bytes>``.
+
+        A patch that is not an object would replace the whole state (RFC 7386), almost
+        always a mistake in a delta log, so it is refused.
+        """
+        if not isinstance(delta, dict):
+            raise TypeError(f"a delta must be a dict (a merge patch), got {type(delta).__name__}")
         body = self.codec.encode(to_json_value(delta), key.encode("utf-8"))
         if len(body) > self.max_bytes:
             raise StateTooLarge(len(body), self.max_bytes, key)
         return b"%s\n%s" % (hashlib.sha256(body).hexdigest().encode(), body)
 
     def save_args(
-        self, checkpoint_id: str, blob: bytes, keep: int | None, ttl_ms: int, fence: int | None
+        self, checkpoint_id: str, blob: bytes, keep: int | None, ttl_ms: int, fence: object
     ) -> tuple[Any, ...]:
-        return (
-            checkpoint_id,
-            blob,
-            self.keep if keep is None else check_keep(keep),
-            ttl_ms,
-            fence or 0,
-        )
+        bad_fence = isinstance(fence, bool) or not isinstance(fence, int) or fence < 0
+        if fence is not None and bad_fence:
+            raise ValueError(f"lease.fence must be an int >= 0, got {fence!r}")
+        keep_arg = self.keep if keep is None else check_keep(keep)
+        return (checkpoint_id, blob, keep_arg, ttl_ms, fence or 0)
 
     # -- reading --------------------------------------------------------------------
 
@@ -234,10 +238,7 @@ class CheckpointSpec:
         if newline < 0:
             raise IntegrityError(f"{where} is truncated")
         meta_bytes, payload = rest[:newline], rest[newline + 1 :]
-        try:
-            state_bytes = zlib.decompress(payload) if flag == b"z" else payload
-        except zlib.error as exc:
-            raise IntegrityError(f"{where} does not decompress: {exc}") from exc
+        state_bytes = _inflate(payload, where) if flag == b"z" else payload
         if _digest(meta_bytes, state_bytes) != digest:
             raise IntegrityError(f"{where} does not match its SHA-256 digest")
         meta = orjson.loads(meta_bytes)
@@ -251,7 +252,7 @@ class CheckpointSpec:
             created_at=dt.datetime.fromtimestamp(int(created_ms) / 1000, tz=dt.timezone.utc),
             phase=meta.get("phase"),
             progress=meta.get("progress"),
-            state=self.codec.decode(state_bytes, key.encode("utf-8")),
+            state=_decode(self.codec, state_bytes, key, where),
             metadata=meta.get("metadata") or {},
             fence=int(fence) or None,
             digest=digest,
@@ -279,10 +280,18 @@ class CheckpointSpec:
                 skipped.append(match.group(4).decode() if match else "?")
         if len(entries) != len(blobs):
             skipped.append("?")
-        state: Any = {} if chosen is None else chosen.state
+        # The state is rebuilt from fresh objects: changing it must not change the
+        # checkpoint it came from.
+        state: Any = {} if chosen is None else orjson.loads(orjson.dumps(chosen.state))
         applied = 0
+        seen: set[str] = set()
+        log_key = self.keys.task_log(task_id)
         for raw in deltas:
-            delta_id, snapshot, patch = self._delta(raw)
+            delta_id, snapshot, patch = self._delta(raw, log_key)
+            if delta_id is not None and delta_id in seen:
+                continue  # a resend that arrived after another delta: applied once
+            if delta_id is not None:
+                seen.add(delta_id)
             if delta_id is None or patch is _DAMAGED:
                 skipped.append(delta_id or "?")
                 continue
@@ -293,7 +302,7 @@ class CheckpointSpec:
             applied += 1
         return Restored(state, chosen, applied, tuple(skipped), complete=not skipped)
 
-    def _delta(self, raw: bytes) -> tuple[str | None, str, Any]:
+    def _delta(self, raw: bytes, log_key: str) -> tuple[str | None, str, Any]:
         head = _DELTA_RE.match(raw)
         if head is None:
             return None, "", _DAMAGED
@@ -302,12 +311,31 @@ class CheckpointSpec:
         if hashlib.sha256(body).hexdigest().encode() != digest:
             return delta_id, snapshot, _DAMAGED
         try:
-            return delta_id, snapshot, orjson.loads(body)
-        except orjson.JSONDecodeError:
+            return delta_id, snapshot, self.codec.decode(body, log_key.encode("utf-8"))
+        except CodecError:
             return delta_id, snapshot, _DAMAGED
 
 
 _DAMAGED: Final = object()
+
+
+def _inflate(payload: bytes, where: str) -> bytes:
+    """zlib-decompress, refusing trailing bytes (zlib.decompress would ignore them)."""
+    inflater = zlib.decompressobj()
+    try:
+        data = inflater.decompress(payload)
+    except zlib.error as exc:
+        raise IntegrityError(f"{where} does not decompress: {exc}") from exc
+    if not inflater.eof or inflater.unused_data:
+        raise IntegrityError(f"{where} has a truncated or padded compressed state")
+    return data
+
+
+def _decode(codec: Codec, data: bytes, key: str, where: str) -> Any:
+    try:
+        return codec.decode(data, key.encode("utf-8"))
+    except CodecError as exc:
+        raise IntegrityError(f"{where} matches its digest but does not decode: {exc}") from exc
 
 
 def check_keep(value: object, what: str = "keep") -> int:
@@ -316,31 +344,42 @@ def check_keep(value: object, what: str = "keep") -> int:
     return value
 
 
+def _line(value: object, limit: int = 200) -> str:
+    """One line of markdown: newlines folded, long values cut."""
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def handoff(task_id: str, restored: Restored | None) -> str:
-    """A SESSION-STATE.md style summary of where a task stands (5-15 lines)."""
-    if restored is None:
-        return f"# Task {task_id}\n\nNo checkpoint saved yet.\n"
-    cp = restored.checkpoint
-    lines = [f"# Task {task_id}", ""]
+    """A SESSION-STATE.md style summary of where a task stands: 5-15 lines, stable format.
+
+    Task, phase, progress, checkpoint id and time, deltas since, next step (metadata
+    ``next`` or ``next_step``), then the other metadata (sorted by key) as decisions
+    and notes.
+    """
+    cp = None if restored is None else restored.checkpoint
+    meta = dict(cp.metadata) if cp else {}
+    next_step = meta.pop("next", None)
+    next_step = meta.pop("next_step", None) or next_step
+    lines = [f"# Task {_line(task_id)}", ""]
     if cp is None:
-        lines.append("- Checkpoint: none readable")
+        lines += ["- Phase: unknown", "- Progress: unknown"]
+        none = "none saved yet" if restored is None else "none readable"
+        lines.append(f"- Checkpoint: {none}")
     else:
         progress = "unknown" if cp.progress is None else f"{cp.progress:.0%}"
         when = cp.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
         lines += [
-            f"- Phase: {cp.phase or 'unknown'}",
+            f"- Phase: {_line(cp.phase or 'unknown')}",
             f"- Progress: {progress}",
             f"- Checkpoint: `{cp.id}` (seq {cp.seq}), saved {when}",
         ]
-    lines.append(f"- Deltas since: {restored.deltas_applied}")
-    if not restored.complete:
-        lines.append(f"- Warning: skipped damaged entries: {', '.join(restored.skipped)}")
-    meta = dict(cp.metadata) if cp else {}
-    next_step = meta.pop("next", None) or meta.pop("next_step", None)
-    lines.append(f"- Next step: {next_step or 'not recorded'}")
+    lines.append(f"- Deltas since: {0 if restored is None else restored.deltas_applied}")
+    if restored is not None and not restored.complete:
+        lines.append(f"- Warning: skipped damaged entries: {_line(', '.join(restored.skipped))}")
+    lines.append(f"- Next step: {_line(next_step) if next_step else 'not recorded'}")
     if meta:
         lines += ["", "## Decisions and notes"]
-        for name, value in list(meta.items())[: 15 - len(lines) - 1]:
-            text = value if isinstance(value, str) else orjson.dumps(value).decode()
-            lines.append(f"- {name}: {text[:200]}")
+        lines += [f"- {_line(name, 60)}: {_line(value)}" for name, value in meta.items()]
     return "\n".join(lines[:15]) + "\n"

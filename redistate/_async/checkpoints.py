@@ -60,10 +60,15 @@ class AsyncCheckpoints:
         and returns the stored checkpoint. ``lease`` records its fence (enforcement
         comes with fenced leases).
 
+        ``keep`` caps the history for this call; ``ttl`` (seconds, or None for no
+        expiry) applies to every key of the task, the store's ``task_ttl`` by default.
+
         Raises:
-            StateTooLarge: the state's JSON is over ``max_bytes``.
+            StateTooLarge: the state's and metadata's JSON are over ``max_bytes``.
             CodecError: the state is not JSON-serializable.
             InvalidId: a malformed task or checkpoint id.
+            TypeError, ValueError: a malformed phase, progress, metadata, keep or fence.
+            IntegrityError: a resend found the stored checkpoint damaged.
         """
         keys = self.spec.task_keys(task_id)
         cid = new_checkpoint_id() if checkpoint_id is None else check_id(checkpoint_id)
@@ -84,16 +89,19 @@ class AsyncCheckpoints:
         ttl: TTL = DEFAULT,
         lease: Any = None,
     ) -> int:
-        """Append a merge patch after the newest checkpoint; returns how many the log
-        holds. A resend of the newest delta (same ``delta_id``) is not appended twice.
+        """Append a merge patch (a dict) after the newest checkpoint; returns how many
+        the log holds. A resend of a delta (same ``delta_id``) is applied once. The log
+        keeps the task's expiry unless ``ttl=`` sets a new one for every key of the task.
 
         Raises:
             RedistateError: the log is full (``max_deltas``): save a checkpoint.
+            TypeError: ``delta`` is not a dict.
         """
         keys = self.spec.task_keys(task_id)
         did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
         blob = self.spec.delta_blob(keys[2], delta)
-        args = (did, blob, self.spec.max_deltas, self._ttl(ttl))
+        follow = isinstance(ttl, Default)  # keep the task's current expiry
+        args = (did, blob, self.spec.max_deltas, self._ttl(ttl), 1 if follow else 0)
         reply = await self._conn.script(_LOG, keys, args)
         return int(reply[1])
 
@@ -115,7 +123,7 @@ class AsyncCheckpoints:
         keys = self.spec.task_keys(task_id)
         count = 0 if limit is None else limit
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+            raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
         if limit == 0:
             return []
         return self.spec.history(task_id, keys[0], await self._read(keys, count, deltas=False))
@@ -134,7 +142,11 @@ class AsyncCheckpoints:
         return reply if deltas else [*reply, []]
 
     async def get(self, task_id: str, checkpoint_id: str) -> Checkpoint | None:
-        """The checkpoint with this id, if the history still holds it."""
+        """The checkpoint with this id, if the history still holds it.
+
+        Raises:
+            IntegrityError: it is damaged.
+        """
         keys = self.spec.task_keys(task_id)
         reply = await self._conn.script(_READ, keys, (0, 0, check_id(checkpoint_id)))
         found = self.spec.history(task_id, keys[0], reply)

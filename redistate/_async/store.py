@@ -38,6 +38,13 @@ class AsyncStore:
             that do not set their own.
         update_attempts: compare-and-set tries of ``update``/``merge`` before
             ConflictError.
+        checkpoint_keep: checkpoints a task's history holds (``save(keep=)`` per call).
+        task_ttl: seconds every key of a task lives after its last save or log
+            (None: until deleted).
+        checkpoint_max_bytes: largest checkpoint (state and metadata JSON, before
+            compression).
+        checkpoint_compress_above: states whose JSON is larger are zlib-compressed.
+        checkpoint_max_deltas: deltas a task's log holds before ``log`` refuses more.
     """
 
     def __init__(
@@ -53,6 +60,7 @@ class AsyncStore:
         task_ttl: float | None = None,
         checkpoint_max_bytes: int = 16 * MIB,
         checkpoint_compress_above: int = 16 * 1024,
+        checkpoint_max_deltas: int = 1000,
     ) -> None:
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
@@ -70,6 +78,7 @@ class AsyncStore:
                 ttl=task_ttl,
                 max_bytes=checkpoint_max_bytes,
                 compress_above=checkpoint_compress_above,
+                max_deltas=checkpoint_max_deltas,
             ),
         )
 
@@ -88,6 +97,7 @@ class AsyncStore:
         task_ttl: float | None = None,
         checkpoint_max_bytes: int = 16 * MIB,
         checkpoint_compress_above: int = 16 * 1024,
+        checkpoint_max_deltas: int = 1000,
         **redis_options: Any,
     ) -> AsyncStore:
         """Connect to a ``redis://``, ``rediss://`` or ``unix://`` URL.
@@ -114,6 +124,7 @@ class AsyncStore:
             task_ttl=task_ttl,
             checkpoint_max_bytes=checkpoint_max_bytes,
             checkpoint_compress_above=checkpoint_compress_above,
+            checkpoint_max_deltas=checkpoint_max_deltas,
         )
 
     @classmethod

@@ -6,14 +6,17 @@ ARGV[1]  delta id ([A-Za-z0-9_-], 1-64 chars)
 ARGV[2]  the delta blob (stored as is)
 ARGV[3]  the most deltas the log may hold (1-100000)
 ARGV[4]  ttl in ms for every key of the task; "0" = no expiry
+ARGV[5]  "1" = follow the task's current expiry (the checkpoint list's; ARGV[4] if the
+         task has no checkpoint yet), "0" = set ARGV[4] on every key
 returns  {1, length}: appended; {0, length}: the newest delta has this id (a resend),
          nothing changed
 errors   RSARG on malformed arguments; RSFULL if the log holds ARGV[3] deltas already
          (save a checkpoint to compact it); both before any write.
+Every key of a task always carries the same expiry: the log never outlives its task.
 ]]
 local id, limit, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
 if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^%d+$')
-    or limit < 1 or limit > 100000 or not ttl_ms then
+    or limit < 1 or limit > 100000 or not ttl_ms or (ARGV[5] ~= '0' and ARGV[5] ~= '1') then
   return redis.error_reply('RSARG malformed arguments to checkpoint_log')
 end
 local length = redis.call('LLEN', KEYS[3])
@@ -28,7 +31,11 @@ local snapshot = ''
 if head then snapshot = string.match(head, '^%d+,%d+,%d+,([%w_-]+),') or '' end
 redis.call('RPUSH', KEYS[3], string.format('D1,%s,%s,%013.0f\n',
   id, snapshot, math.floor(rs_now_us() / 1000)) .. ARGV[2])
-if ttl_ms > 0 then
-  for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl_ms) end
+if ARGV[5] == '1' then
+  local current = redis.call('PTTL', KEYS[1])
+  if current > 0 then ttl_ms = current elseif current == -1 then ttl_ms = 0 end
+end
+for i = 1, 3 do
+  if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
 end
 return {1, length + 1}

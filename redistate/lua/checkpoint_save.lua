@@ -10,10 +10,9 @@ ARGV[5]  fence of the lease the write is made under; "0" = none
 returns  {1, entry}: saved, entry is its id-list element;
          {0, entry, blob}: this id is already in the history (a resent save): nothing
          changed, the stored checkpoint is returned
-errors   RSARG on malformed arguments, RSINTEGRITY if the id list is not ours; both
-         before any write.
-seq is the newest entry's seq + 1: strictly increasing per task, under any number of
-concurrent savers (scripts run one at a time).
+errors   RSARG on malformed arguments, before any write.
+seq is the highest stored seq + 1: strictly increasing per task, under any number of
+concurrent savers (scripts run one at a time). The id scan costs O(keep).
 ]]
 local id, keep, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
 if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^%d+$')
@@ -21,13 +20,16 @@ if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^
   return redis.error_reply('RSARG malformed arguments to checkpoint_save')
 end
 
+-- A damaged entry is skipped (restore skips its checkpoint too), never fatal: the
+-- next saves go on and the trim drops it in time.
 local entries = redis.call('LRANGE', KEYS[2], 0, -1)
 local seq, parent = 0, ''
 for i, entry in ipairs(entries) do
   local s, eid = string.match(entry, '^(%d+),%d+,%d+,([%w_-]+),[%w_-]*$')
-  if not s then return redis.error_reply('RSINTEGRITY id list ' .. KEYS[2] .. ' is not ours') end
-  if i == 1 then seq, parent = tonumber(s), eid end
-  if eid == id then return {0, entry, redis.call('LINDEX', KEYS[1], i - 1)} end
+  if s then
+    if tonumber(s) > seq then seq, parent = tonumber(s), eid end
+    if eid == id then return {0, entry, redis.call('LINDEX', KEYS[1], i - 1)} end
+  end
 end
 
 local entry = string.format('%016.0f,%013.0f,%s,%s,%s',

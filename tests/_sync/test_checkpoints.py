@@ -173,8 +173,7 @@ def test_deltas_of_a_damaged_snapshot_are_not_applied_to_an_older_one(
 
 
 def test_the_delta_log_is_capped(backend: Backend, namespace: str) -> None:
-    store = Store(backend.sync_client(), namespace=namespace)
-    store.checkpoints.spec.max_deltas = 3
+    store = Store(backend.sync_client(), namespace=namespace, checkpoint_max_deltas=3)
     for i in range(3):
         store.checkpoints.log("t", {"i": i})
     with pytest.raises(RedistateError, match="RSFULL"):
@@ -257,7 +256,8 @@ def test_bad_arguments_change_nothing(
 
 
 def test_handoff(store: Store) -> None:
-    assert "No checkpoint saved yet" in store.checkpoints.handoff("t")
+    empty = (store.checkpoints.handoff("t")).splitlines()
+    assert 5 <= len(empty) <= 15 and "- Checkpoint: none saved yet" in empty
     store.checkpoints.save(
         "t",
         {"files": 3},
@@ -337,3 +337,138 @@ def test_restore_reads_only_the_newest_unless_it_is_damaged(
     assert [c[0].upper() for c in fallback].count("EXEC") == 2  # a second read, to fall back
     assert restored is not None and restored.state == {"i": 4}
     assert restored.complete is False and len(restored.skipped) == 2  # newest + its delta
+
+
+def test_handoff_has_a_stable_format(store: Store) -> None:
+    saved = store.checkpoints.save(
+        "report",
+        {},
+        phase="write\nup",  # newlines never break the format
+        progress=0.5,
+        metadata={"next_step": "review", "next": "ignored", "risk": "low\nish", "n": 3},
+        checkpoint_id="cp-1",
+    )
+    when = saved.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert store.checkpoints.handoff("report") == (
+        "# Task report\n"
+        "\n"
+        "- Phase: write up\n"
+        "- Progress: 50%\n"
+        f"- Checkpoint: `cp-1` (seq 1), saved {when}\n"
+        "- Deltas since: 0\n"
+        "- Next step: review\n"
+        "\n"
+        "## Decisions and notes\n"
+        "- n: 3\n"  # metadata is stored with sorted keys
+        "- risk: low ish\n"
+    )
+    many = {f"k{i}": "v" for i in range(40)}
+    store.checkpoints.save("big", {}, metadata=many)
+    assert len((store.checkpoints.handoff("big")).splitlines()) == 15
+
+
+def test_the_log_follows_the_tasks_expiry(backend: Backend, namespace: str) -> None:
+    store = Store(backend.sync_client(), namespace=namespace, task_ttl=60)
+    raw = backend.raw()
+    store.checkpoints.save("a", {"x": 1}, ttl=30)
+    store.checkpoints.log("a", {"x": 2})
+    for key in store.keys.task_keys("a"):
+        assert 29_000 < raw.pttl(key) <= 30_000, key
+    store.checkpoints.save("b", {"x": 1}, ttl=None)
+    store.checkpoints.log("b", {"x": 2})
+    assert [raw.pttl(k) for k in store.keys.task_keys("b")] == [-1, -1, -1]
+    store.checkpoints.log("c", {"x": 1})  # no checkpoint yet: the store's task TTL
+    assert 59_000 < raw.pttl(store.keys.task_log("c")) <= 60_000
+    store.checkpoints.log("a", {"x": 3}, ttl=90)  # explicit: every key of the task
+    for key in store.keys.task_keys("a"):
+        assert 89_000 < raw.pttl(key) <= 90_000, key
+    store.close()
+
+
+def test_a_damaged_id_entry_does_not_block_the_task(
+    store: Store, backend: Backend
+) -> None:
+    store.checkpoints.save("t", {"i": 0})
+    first = store.checkpoints.save("t", {"i": 1})
+    backend.raw().lset(store.keys.task_ids("t"), 0, b"garbage")
+    restored = store.checkpoints.restore("t")
+    assert restored is not None and restored.state == {"i": 0} and not restored.complete
+    assert restored.skipped == ("?",)
+    after = store.checkpoints.save("t", {"i": 2})
+    assert after.seq == first.seq  # the damaged newest entry is skipped, the rest go on
+    latest = store.checkpoints.latest("t")
+    assert latest is not None and latest.state == {"i": 2}
+
+
+def test_a_resent_delta_after_another_is_applied_once(store: Store) -> None:
+    store.checkpoints.save("t", {"x": 0})
+    store.checkpoints.log("t", {"x": 1}, delta_id="d1")
+    store.checkpoints.log("t", {"x": 2}, delta_id="d2")
+    store.checkpoints.log("t", {"x": 1}, delta_id="d1")  # late resend
+    restored = store.checkpoints.restore("t")
+    assert restored is not None and restored.state == {"x": 2}
+    assert restored.deltas_applied == 2 and restored.complete
+
+
+def test_the_compression_threshold_edge(store: Store, backend: Backend) -> None:
+    store.checkpoints.save("at", "a" * 16_382)  # JSON: exactly 16 KiB
+    store.checkpoints.save("over", "a" * 16_383)
+    raw = backend.raw()
+    assert raw.lindex(store.keys.task("at"), 0)[68:70] == b"-\n"
+    assert raw.lindex(store.keys.task("over"), 0)[68:70] == b"z\n"
+    for task in ("at", "over"):
+        latest = store.checkpoints.latest(task)
+        assert latest is not None and len(latest.state) > 16_000
+
+
+def test_metadata_counts_toward_the_size_limit(backend: Backend, namespace: str) -> None:
+    store = Store(backend.sync_client(), namespace=namespace, checkpoint_max_bytes=1000)
+    store.checkpoints.save("t", {"a": 1}, metadata={"note": "n" * 500})
+    with pytest.raises(StateTooLarge):
+        store.checkpoints.save("t", {"a": "s" * 500}, metadata={"note": "n" * 500})
+    store.close()
+
+
+def test_deltas_must_be_patches_and_fences_numbers(store: Store) -> None:
+    for bad in (None, [1, 2], "replace everything", 3):
+        with pytest.raises(TypeError, match="dict"):
+            store.checkpoints.log("t", bad)
+
+    class Lease:
+        fence: object = -1
+
+    for fence in (-1, "7", 7.0, True):
+        Lease.fence = fence
+        with pytest.raises(ValueError, match="fence"):
+            store.checkpoints.save("t", {}, lease=Lease())
+    assert store.checkpoints.restore("t") is None
+
+
+def test_a_restored_state_is_its_own(store: Store) -> None:
+    store.checkpoints.save("t", {"a": {"b": 1}})
+    restored = store.checkpoints.restore("t")
+    assert restored is not None and restored.checkpoint is not None
+    restored.state["a"]["b"] = 99
+    assert restored.checkpoint.state == {"a": {"b": 1}}
+
+
+def test_padding_after_compressed_state_is_damage(
+    store: Store, backend: Backend
+) -> None:
+    store.checkpoints.save("t", {"text": "z" * 30_000})
+    key = store.keys.task("t")
+    raw = backend.raw()
+    raw.lset(key, 0, raw.lindex(key, 0) + b"junk")
+    with pytest.raises(IntegrityError, match="padded"):
+        store.checkpoints.latest("t")
+
+
+def test_a_resent_save_changes_nothing(store: Store, backend: Backend) -> None:
+    store.checkpoints.save("t", {"a": 1}, checkpoint_id="cp-1", ttl=60)
+    store.checkpoints.log("t", {"b": 2})
+    raw = backend.raw()
+    before = [raw.lrange(k, 0, -1) for k in store.keys.task_keys("t")]
+    again = store.checkpoints.save("t", {"a": 1}, checkpoint_id="cp-1", ttl=600)
+    assert again.seq == 1
+    assert [raw.lrange(k, 0, -1) for k in store.keys.task_keys("t")] == before
+    assert raw.pttl(store.keys.task("t")) <= 60_000  # the resend did not touch the TTL
