@@ -19,7 +19,7 @@ import secrets
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import orjson
 
@@ -180,21 +180,13 @@ class CheckpointSpec:
     ) -> Checkpoint:
         """The Checkpoint just written, from the script's id entry and what was sent
         (``state`` as passed, like ``put``: no decode of what was just encoded)."""
-        match = _ENTRY_RE.fullmatch(entry)
-        if match is None:
-            raise IntegrityError(f"checkpoint entry {entry[:120]!r} of task {task_id!r} is damaged")
-        seq, created_ms, fence, checkpoint_id, parent = match.groups()
+        fields = _entry(task_id, entry)
         return Checkpoint(
-            id=checkpoint_id.decode(),
-            task_id=task_id,
-            seq=int(seq),
-            parent_id=parent.decode() or None,
-            created_at=dt.datetime.fromtimestamp(int(created_ms) / 1000, tz=dt.timezone.utc),
+            **fields._asdict(),
             phase=phase,
             progress=progress,
             state=state,
             metadata=metadata,
-            fence=int(fence) or None,
             digest=digest,
         )
 
@@ -224,16 +216,13 @@ class CheckpointSpec:
 
     def checkpoint(self, task_id: str, key: str, entry: bytes, blob: bytes | None) -> Checkpoint:
         """Decode and verify one checkpoint. Raises IntegrityError if it is damaged."""
-        match = _ENTRY_RE.fullmatch(entry)
-        if match is None or blob is None:
-            raise IntegrityError(f"checkpoint entry {entry[:120]!r} of {key!r} is damaged")
-        seq, created_ms, fence, checkpoint_id, parent = match.groups()
-        head = _BLOB_RE.match(blob)
-        where = f"checkpoint {checkpoint_id.decode()} of task {task_id!r}"
+        fields = _entry(task_id, entry)
+        where = f"checkpoint {fields.id} of task {task_id!r}"
+        head = None if blob is None else _BLOB_RE.match(blob)
         if head is None:
             raise IntegrityError(f"{where} has no valid header")
         digest, flag = head.group(1).decode(), head.group(2)
-        rest = blob[head.end() :]
+        rest = head.string[head.end() :]
         newline = rest.find(b"\n")
         if newline < 0:
             raise IntegrityError(f"{where} is truncated")
@@ -242,19 +231,14 @@ class CheckpointSpec:
         if _digest(meta_bytes, state_bytes) != digest:
             raise IntegrityError(f"{where} does not match its SHA-256 digest")
         meta = orjson.loads(meta_bytes)
-        if meta.get("id") != checkpoint_id.decode():
+        if meta.get("id") != fields.id:
             raise IntegrityError(f"{where} is stored next to another checkpoint's entry")
         return Checkpoint(
-            id=checkpoint_id.decode(),
-            task_id=task_id,
-            seq=int(seq),
-            parent_id=parent.decode() or None,
-            created_at=dt.datetime.fromtimestamp(int(created_ms) / 1000, tz=dt.timezone.utc),
+            **fields._asdict(),
             phase=meta.get("phase"),
             progress=meta.get("progress"),
             state=_decode(self.codec, state_bytes, key, where),
             metadata=meta.get("metadata") or {},
-            fence=int(fence) or None,
             digest=digest,
         )
 
@@ -317,6 +301,32 @@ class CheckpointSpec:
 
 
 _DAMAGED: Final = object()
+
+
+class _Entry(NamedTuple):
+    """The server-written fields of a checkpoint (from its id entry)."""
+
+    id: str
+    task_id: str
+    seq: int
+    parent_id: str | None
+    created_at: dt.datetime
+    fence: int | None
+
+
+def _entry(task_id: str, entry: bytes) -> _Entry:
+    match = _ENTRY_RE.fullmatch(entry)
+    if match is None:
+        raise IntegrityError(f"checkpoint entry {entry[:120]!r} of task {task_id!r} is damaged")
+    seq, created_ms, fence, checkpoint_id, parent = match.groups()
+    return _Entry(
+        checkpoint_id.decode(),
+        task_id,
+        int(seq),
+        parent.decode() or None,
+        dt.datetime.fromtimestamp(int(created_ms) / 1000, tz=dt.timezone.utc),
+        int(fence) or None,
+    )
 
 
 def _inflate(payload: bytes, where: str) -> bytes:
