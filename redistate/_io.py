@@ -8,11 +8,25 @@ coroutine that is created and never awaited.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-__all__ = ["async_resolve", "async_sleep", "sync_resolve", "sync_sleep"]
+__all__ = [
+    "async_event",
+    "async_join",
+    "async_resolve",
+    "async_sleep",
+    "async_spawn",
+    "async_wait",
+    "sync_event",
+    "sync_join",
+    "sync_resolve",
+    "sync_sleep",
+    "sync_spawn",
+    "sync_wait",
+]
 
 
 async def async_sleep(seconds: float) -> None:
@@ -33,3 +47,52 @@ def sync_resolve(value: Awaitable[Any]) -> Any:
     if callable(close):
         close()  # a coroutine that is never awaited would warn at garbage collection
     raise TypeError("the function returned an awaitable: use AsyncStore for async functions")
+
+
+# -- background renewal: an asyncio task, or a daemon thread in the sync twin ---------
+
+# Names the sync generator maps onto each other: AsyncEvent -> Event.
+AsyncEvent = asyncio.Event
+Event = threading.Event
+
+
+def async_event() -> asyncio.Event:
+    return asyncio.Event()
+
+
+def sync_event() -> threading.Event:
+    return threading.Event()
+
+
+async def async_wait(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for ``event`` at most ``timeout`` seconds; True if it was set."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except asyncio.TimeoutError:
+        return False
+    return True
+
+
+def sync_wait(event: threading.Event, timeout: float) -> bool:
+    return event.wait(timeout)
+
+
+def async_spawn(fn: Callable[[], Coroutine[Any, Any, None]], name: str) -> Any:
+    """Run ``fn`` in the background (a task); returns a handle for :func:`async_join`."""
+    return asyncio.get_running_loop().create_task(fn(), name=name)
+
+
+def sync_spawn(fn: Callable[[], None], name: str) -> Any:
+    thread = threading.Thread(target=fn, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+async def async_join(handle: Any) -> None:
+    if handle is not None and handle is not asyncio.current_task():
+        await handle
+
+
+def sync_join(handle: Any) -> None:
+    if handle is not None and handle is not threading.current_thread():
+        handle.join()

@@ -6,7 +6,7 @@ from typing import Any, Final
 
 from redis import exceptions as rex
 
-from .errors import IntegrityError, RedistateError, StoreUnavailable
+from .errors import IntegrityError, LockLost, RedistateError, StoreUnavailable
 
 __all__ = ["ERRORS", "describe", "translate"]
 
@@ -59,6 +59,8 @@ def translate(exc: BaseException, address: str) -> RedistateError:
         return StoreUnavailable(f"redis at {address} is unavailable: {exc}")
     if isinstance(exc, rex.ResponseError):
         message = str(exc)
+        if message.startswith("RSLOCKLOST"):
+            return LockLost(f"{message} (at {address})")
         if message.startswith(("RSINTEGRITY", "WRONGTYPE")):
             return IntegrityError(f"{message} (at {address})")
         return RedistateError(f"redis at {address} replied with an error: {message}")

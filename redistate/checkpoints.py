@@ -26,6 +26,7 @@ import orjson
 from .codec import Codec, to_json_value
 from .errors import CodecError, IntegrityError, InvalidId, StateTooLarge
 from .keys import KeySpace
+from .leases import guard_args
 from .mergepatch import merge_patch
 from .records import check_ttl
 
@@ -122,6 +123,15 @@ class CheckpointSpec:
 
     def task_keys(self, task_id: str) -> tuple[str, str, str]:
         return self.keys.task_keys(task_id)
+
+    def guarded_keys(self, task_id: str, lease: Any) -> tuple[tuple[str, ...], str]:
+        """(KEYS, lease value) of a write: the task's keys and its id's lock key.
+
+        Raises:
+            ValueError: the lease is for another task. LockLost: it is known lost.
+        """
+        lock_key, value = guard_args(lease, task_id, self.keys.lock(task_id))
+        return (*self.keys.task_keys(task_id), lock_key), value
 
     # -- writing --------------------------------------------------------------------
 

@@ -137,6 +137,10 @@ class KeySpace:
         """Lease key: ``ns:lock:{name}``."""
         return f"{self.namespace}:lock:{{{escape_id(name)}}}"
 
+    def lock_wake(self, name: str) -> str:
+        """Wake-up list waiters for a lease block on: ``ns:lock:{name}:wake``."""
+        return f"{self.namespace}:lock:{{{escape_id(name)}}}:wake"
+
     def fence(self, name: str) -> str:
         """Persistent fencing counter of a lease name: ``ns:fence:{name}``."""
         return f"{self.namespace}:fence:{{{escape_id(name)}}}"

@@ -17,6 +17,7 @@ from .codec import Codec
 from .envelope import frame, tail, unpack
 from .errors import ConflictError, StateTooLarge
 from .keys import KeySpace
+from .leases import guard_args
 
 __all__ = ["DEFAULT", "Default", "Record", "RecordSpec"]
 
@@ -148,6 +149,15 @@ class RecordSpec:
         self._key_cache: dict[str, str] = {}
         keys.record_pattern(kind)  # validates the kind once, up front
 
+    def guarded_keys(self, entity_id: str, key: str, lease: Any) -> tuple[tuple[str, str], str]:
+        """(KEYS, lease value) of a write: the record key and its id's lock key.
+
+        Raises:
+            ValueError: the lease is for another id. LockLost: it is known lost.
+        """
+        lock_key, value = guard_args(lease, entity_id, self.keys.lock(entity_id))
+        return (key, lock_key), value
+
     def key(self, entity_id: str) -> str:
         # Agents address the same few ids over and over; a small cache saves the
         # validation and escaping on the hot path. Cleared, not evicted: simple and bounded.
@@ -194,12 +204,13 @@ class RecordSpec:
         payload: bytes,
         *,
         keep: bool = False,
+        lease: str = "",
     ) -> tuple[Any, ...]:
         """ARGV of record_put: expected version, ttl, framed value, its header tail
-        (schema and write id), keep-TTL flag."""
+        (schema and write id), keep-TTL flag, guarding lease value ("" for none)."""
         write = tail(self.schema, write_id)
         expected_arg = "" if expected is None else expected
-        return (expected_arg, ttl_ms, frame(write, payload), write, 1 if keep else 0)
+        return (expected_arg, ttl_ms, frame(write, payload), write, 1 if keep else 0, lease)
 
     def written(
         self, entity_id: str, key: str, data: Any, expected: int | None, reply: Any
@@ -230,9 +241,11 @@ class RecordSpec:
         data = self.codec.decode(env.payload, key.encode("utf-8"))
         return Record(entity_id, data, env.version, _expiry(int(reply[0])))
 
-    def deleted(self, key: str, expected: int, reply: Any) -> bool:
+    def deleted(self, key: str, expected: int | None, reply: Any) -> bool:
         status, version = int(reply[0]), int(reply[1])
         if status == 0:
+            if expected is None:
+                return False  # guarded delete of a record that is not there
             raise ConflictError(key, expected, version)
         return True
 

@@ -23,6 +23,9 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "checkpoint_save": ("_envelope",),
     "checkpoint_log": ("_envelope",),
     "checkpoint_read": (),
+    "lock_acquire": ("_envelope",),
+    "lock_release": (),
+    "lock_extend": ("_envelope",),
 }
 
 

@@ -95,3 +95,33 @@ def save_until_killed(url: str, namespace: str, task: str) -> None:
         )
         if n % 3 == 0:
             store.checkpoints.log(task, {"note": n})
+
+
+def locked_increments(url: str, namespace: str, worker: int, count: int, barrier: Any) -> int:
+    """Increment a counter with a deliberately non-atomic GET then SET, inside the lease."""
+    store = Store.from_url(url, namespace=namespace)
+    key = f"{namespace}:plain-counter"
+    barrier.wait()
+    for _ in range(count):
+        with store.lock("counter", ttl=10):
+            value = int(store.client.get(key) or 0)
+            store.client.set(key, value + 1)
+    store.close()
+    return count
+
+
+def hold_then_write(url: str, namespace: str) -> None:
+    """Acquire the lease on "t", say so, wait for a line on stdin, then try a guarded save."""
+    import sys
+
+    from redistate import LockLost
+
+    store = Store.from_url(url, namespace=namespace)
+    lease = store.lock("t", ttl=1, renew=False).acquire()
+    print(f"held {lease.fence}", flush=True)
+    sys.stdin.readline()
+    try:
+        store.checkpoints.save("t", {"owner": "first"}, lease=lease)
+        print("saved", flush=True)
+    except LockLost:
+        print("LockLost", flush=True)

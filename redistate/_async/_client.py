@@ -21,7 +21,7 @@ class AsyncConnection:
     """A redis-py client (standalone, Sentinel master or Cluster) and the scripts it
     runs. One per store; the store owns and closes the client."""
 
-    __slots__ = ("address", "client")
+    __slots__ = ("address", "client", "timeout")
 
     def __init__(self, client: Redis | RedisCluster) -> None:
         if not isinstance(client, Redis | RedisCluster):
@@ -35,6 +35,9 @@ class AsyncConnection:
             )
         self.client = client
         self.address = describe(client)
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+        # Blocking waits must end before the socket read times out.
+        self.timeout: float | None = kwargs.get("socket_timeout")
 
     async def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
@@ -67,6 +70,13 @@ class AsyncConnection:
         """DEL; every key given must share one hash slot (cluster-safe)."""
         try:
             return int(await self.client.delete(*keys))
+        except ERRORS as exc:
+            raise translate(exc, self.address) from exc
+
+    async def blpop(self, key: str, timeout: float) -> Any:
+        """BLPOP with a timeout in seconds (fractions allowed since Redis 6)."""
+        try:
+            return await self.client.blpop([key], timeout=max(timeout, 0.001))
         except ERRORS as exc:
             raise translate(exc, self.address) from exc
 

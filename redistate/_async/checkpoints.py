@@ -57,8 +57,9 @@ class AsyncCheckpoints:
         """Push a checkpoint and trim the history to ``keep``, in one step.
 
         Saving an id that is already in the history (a retried call) changes nothing
-        and returns the stored checkpoint. ``lease`` records its fence (enforcement
-        comes with fenced leases).
+        and returns the stored checkpoint. With ``lease=`` (a lease named ``task_id``)
+        the save is guarded: refused with LockLost, in the same step, unless the lease
+        still holds the lock; its fence is recorded in the checkpoint.
 
         ``keep`` caps the history for this call; ``ttl`` (seconds, or None for no
         expiry) applies to every key of the task, the store's ``task_ttl`` by default.
@@ -69,12 +70,13 @@ class AsyncCheckpoints:
             InvalidId: a malformed task or checkpoint id.
             TypeError, ValueError: a malformed phase, progress, metadata, keep or fence.
             IntegrityError: a resend found the stored checkpoint damaged.
+            LockLost: ``lease`` no longer holds the lock.
         """
-        keys = self.spec.task_keys(task_id)
+        keys, guard = self.spec.guarded_keys(task_id, lease)
         cid = new_checkpoint_id() if checkpoint_id is None else check_id(checkpoint_id)
         blob, digest, stored_meta = self.spec.blob(keys[0], cid, state, phase, progress, metadata)
         fence = getattr(lease, "fence", None) if lease is not None else None
-        args = self.spec.save_args(cid, blob, keep, self._ttl(ttl), fence)
+        args = (*self.spec.save_args(cid, blob, keep, self._ttl(ttl), fence), guard)
         reply = await self._conn.script(_SAVE, keys, args)
         if reply[0] == 1:
             return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)
@@ -96,12 +98,13 @@ class AsyncCheckpoints:
         Raises:
             RedistateError: the log is full (``max_deltas``): save a checkpoint.
             TypeError: ``delta`` is not a dict.
+            LockLost: ``lease`` (a lease named ``task_id``) no longer holds the lock.
         """
-        keys = self.spec.task_keys(task_id)
+        keys, guard = self.spec.guarded_keys(task_id, lease)
         did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
         blob = self.spec.delta_blob(keys[2], delta)
         follow = isinstance(ttl, Default)  # keep the task's current expiry
-        args = (did, blob, self.spec.max_deltas, self._ttl(ttl), 1 if follow else 0)
+        args = (did, blob, self.spec.max_deltas, self._ttl(ttl), 1 if follow else 0, guard)
         reply = await self._conn.script(_LOG, keys, args)
         return int(reply[1])
 

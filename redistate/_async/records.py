@@ -51,7 +51,9 @@ class AsyncCollection:
     def name(self) -> str:
         return self.spec.kind
 
-    async def get(self, id: str, *, touch: bool = False, ttl: TTL = DEFAULT) -> Record | None:
+    async def get(
+        self, id: str, *, touch: bool = False, ttl: TTL = DEFAULT, lease: Any = None
+    ) -> Record | None:
         """The record, or None. A GET; with ``touch=True`` one script that also resets
         the TTL (sliding expiry).
 
@@ -62,37 +64,61 @@ class AsyncCollection:
         key = self.spec.key(id)
         if not touch:
             return self.spec.record(id, key, await self._conn.get(key))
-        reply = await self._conn.script(_TOUCH, (key,), (self.spec.touch_ttl(ttl), 1))
+        keys, guard = self.spec.guarded_keys(id, key, lease)
+        reply = await self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 1, guard))
         return self.spec.touched(id, key, reply)
 
     async def put(
-        self, id: str, data: Any, *, ttl: TTL = DEFAULT, if_version: int | None = None
+        self,
+        id: str,
+        data: Any,
+        *,
+        ttl: TTL = DEFAULT,
+        if_version: int | None = None,
+        lease: Any = None,
     ) -> Record:
         """Write ``data`` and its TTL in one step (one script call).
 
         ``if_version=N`` writes only if the current version is N; 0 means create-only.
+        ``lease=`` (a lease named ``id``) makes it a guarded write: refused with
+        LockLost, in the same step, unless the lease still holds the lock.
         The returned Record holds ``data`` as passed; ``get`` returns it decoded.
 
         Raises:
             ConflictError: the current version is not ``if_version``.
             StateTooLarge: the encoded value is over the collection's ``max_bytes``.
             CodecError: ``data`` is not JSON-serializable.
+            LockLost: ``lease`` no longer holds the lock.
         """
         key = self.spec.key(id)
         expected = None if if_version is None else check_version(if_version)
         ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
-        return await self._put(id, key, data, expected, ttl_ms, keep)
+        return await self._put(id, key, data, expected, ttl_ms, keep, lease)
 
     async def _put(
-        self, id: str, key: str, data: Any, expected: int | None, ttl_ms: int, keep: bool
+        self,
+        id: str,
+        key: str,
+        data: Any,
+        expected: int | None,
+        ttl_ms: int,
+        keep: bool,
+        lease: Any,
     ) -> Record:
+        keys, guard = self.spec.guarded_keys(id, key, lease)
         payload = self.spec.encode(key, data)
-        args = self.spec.put_args(expected, ttl_ms, new_write_id(), payload, keep=keep)
-        reply = await self._conn.script(_PUT, (key,), args)
+        args = self.spec.put_args(expected, ttl_ms, new_write_id(), payload, keep=keep, lease=guard)
+        reply = await self._conn.script(_PUT, keys, args)
         return self.spec.written(id, key, data, expected, reply)
 
     async def update(
-        self, id: str, fn: Callable[[Any], Any], *, ttl: TTL = DEFAULT, attempts: int | None = None
+        self,
+        id: str,
+        fn: Callable[[Any], Any],
+        *,
+        ttl: TTL = DEFAULT,
+        attempts: int | None = None,
+        lease: Any = None,
     ) -> Record:
         """Read, apply ``fn`` to the data ({} if absent) and write the result back if
         nobody wrote in between; on conflict, retry with jittered backoff. ``fn`` may
@@ -113,14 +139,14 @@ class AsyncCollection:
             if inspect.isawaitable(data):
                 data = await async_resolve(data)
             try:
-                return await self._put(id, key, data, expected, ttl_ms, keep)
+                return await self._put(id, key, data, expected, ttl_ms, keep, lease)
             except ConflictError:
                 if attempt + 1 >= limit:
                     raise
             await async_sleep(backoff_delay(attempt))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def merge(self, id: str, patch: Any, *, ttl: TTL = DEFAULT) -> Record:
+    async def merge(self, id: str, patch: Any, *, ttl: TTL = DEFAULT, lease: Any = None) -> Record:
         """Apply an RFC 7386 merge patch atomically: no concurrent update is lost.
 
         Two round trips without contention (GET, then a compare-and-set script).
@@ -131,26 +157,32 @@ class AsyncCollection:
             StateTooLarge, CodecError: as for :meth:`put`; nothing is written.
         """
         normalized = to_json_value(patch)
-        return await self.update(id, lambda data: merge_patch(data, normalized), ttl=ttl)
+        return await self.update(
+            id, lambda data: merge_patch(data, normalized), ttl=ttl, lease=lease
+        )
 
-    async def touch(self, id: str, *, ttl: TTL = DEFAULT) -> bool:
+    async def touch(self, id: str, *, ttl: TTL = DEFAULT, lease: Any = None) -> bool:
         """Reset the TTL to ``ttl`` or the collection's (``None`` removes it); one script.
         False if there is no such record."""
         key = self.spec.key(id)
-        reply = await self._conn.script(_TOUCH, (key,), (self.spec.touch_ttl(ttl), 0))
+        keys, guard = self.spec.guarded_keys(id, key, lease)
+        reply = await self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 0, guard))
         return reply is not None
 
-    async def delete(self, id: str, *, if_version: int | None = None) -> bool:
+    async def delete(self, id: str, *, if_version: int | None = None, lease: Any = None) -> bool:
         """Delete; True if it existed. A DEL, or a script when ``if_version`` is given.
 
         Raises:
             ConflictError: the current version is not ``if_version``.
         """
         key = self.spec.key(id)
-        if if_version is None:
+        if if_version is None and lease is None:
             return await self._conn.delete(key) == 1
-        expected = check_version(if_version, allow_zero=False)
-        reply = await self._conn.script(_DELETE, (key,), (expected,))
+        expected = None if if_version is None else check_version(if_version, allow_zero=False)
+        keys, guard = self.spec.guarded_keys(id, key, lease)
+        reply = await self._conn.script(
+            _DELETE, keys, ("" if expected is None else expected, guard)
+        )
         return self.spec.deleted(key, expected, reply)
 
     async def ttl(self, id: str) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -17,6 +18,7 @@ from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
 from ._client import AsyncConnection
 from .checkpoints import AsyncCheckpoints
+from .leases import AsyncLease
 from .records import AsyncCollection
 
 __all__ = ["AsyncStore"]
@@ -158,6 +160,20 @@ class AsyncStore:
         limit = self._max_bytes if max_bytes is None else max_bytes
         spec = RecordSpec(self.keys, kind, self.codec, ttl=ttl, max_bytes=limit)
         return AsyncCollection(self._conn, spec, attempts=self._attempts)
+
+    def lock(
+        self,
+        name: str,
+        ttl: float = 30,
+        wait: float | None = None,
+        renew: bool = True,
+        on_lost: Callable[[AsyncLease], Any] | None = None,
+    ) -> AsyncLease:
+        """A fenced lease on ``name`` (not yet acquired): use ``async with``, or
+        ``acquire()``/``release()``. It guards writes to entities whose id is ``name``."""
+        return AsyncLease(
+            self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost
+        )
 
     async def aclose(self) -> None:
         """Close the client's connections."""

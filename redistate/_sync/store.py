@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -18,6 +19,7 @@ from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
 from ._client import Connection
 from .checkpoints import Checkpoints
+from .leases import Lease
 from .records import Collection
 
 __all__ = ["Store"]
@@ -159,6 +161,20 @@ class Store:
         limit = self._max_bytes if max_bytes is None else max_bytes
         spec = RecordSpec(self.keys, kind, self.codec, ttl=ttl, max_bytes=limit)
         return Collection(self._conn, spec, attempts=self._attempts)
+
+    def lock(
+        self,
+        name: str,
+        ttl: float = 30,
+        wait: float | None = None,
+        renew: bool = True,
+        on_lost: Callable[[Lease], Any] | None = None,
+    ) -> Lease:
+        """A fenced lease on ``name`` (not yet acquired): use ``with``, or
+        ``acquire()``/``release()``. It guards writes to entities whose id is ``name``."""
+        return Lease(
+            self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost
+        )
 
     def close(self) -> None:
         """Close the client's connections."""

@@ -60,6 +60,16 @@ local function rs_ttl(arg)
   return ttl
 end
 
+-- A guarded write may go ahead only while the lease's value is still the lock key's:
+-- an expired or taken-over lease never writes (fencing, checked in the same step).
+local function rs_guard(lock_key, lease)
+  if lease == '' then return nil end
+  if redis.call('GET', lock_key) ~= lease then
+    return redis.error_reply('RSLOCKLOST lease ' .. lease .. ' no longer holds ' .. lock_key)
+  end
+  return nil
+end
+
 local function rs_now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])

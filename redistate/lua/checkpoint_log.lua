@@ -2,16 +2,19 @@
 KEYS[1]  checkpoint list
 KEYS[2]  id list (its newest entry names the snapshot the delta follows)
 KEYS[3]  delta log: "D1,<delta_id>,<snapshot_id>,<created_ms:13>\n<blob>"
+KEYS[4]  lock key of the task id (read only when ARGV[6] is set)
 ARGV[1]  delta id ([A-Za-z0-9_-], 1-64 chars)
 ARGV[2]  the delta blob (stored as is)
 ARGV[3]  the most deltas the log may hold (1-100000)
 ARGV[4]  ttl in ms for every key of the task; "0" = no expiry
 ARGV[5]  "1" = follow the task's current expiry (the checkpoint list's; ARGV[4] if the
          task has no checkpoint yet), "0" = set ARGV[4] on every key
+ARGV[6]  lease value the write is guarded by, or "" (unguarded)
 returns  {1, length}: appended; {0, length}: the newest delta has this id (a resend),
          nothing changed
-errors   RSARG on malformed arguments; RSFULL if the log holds ARGV[3] deltas already
-         (save a checkpoint to compact it); both before any write.
+errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock;
+         RSFULL if the log holds ARGV[3] deltas already (save a checkpoint to compact
+         it). All before any write.
 Every key of a task always carries the same expiry: the log never outlives its task.
 ]]
 local id, limit, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
@@ -19,6 +22,8 @@ if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^
     or limit < 1 or limit > 100000 or not ttl_ms or (ARGV[5] ~= '0' and ARGV[5] ~= '1') then
   return redis.error_reply('RSARG malformed arguments to checkpoint_log')
 end
+local lost = rs_guard(KEYS[4], ARGV[6])
+if lost then return lost end
 local length = redis.call('LLEN', KEYS[3])
 local last = redis.call('LINDEX', KEYS[3], -1)
 if last and string.match(last, '^D1,([%w_-]+),') == id then return {0, length} end

@@ -2,15 +2,18 @@
 KEYS[1]  checkpoint list (newest first; each element is a blob made by the client)
 KEYS[2]  id list, aligned with KEYS[1]: "<seq:16>,<created_ms:13>,<fence>,<id>,<parent_id>"
 KEYS[3]  delta log (compacted away: a new snapshot starts here)
+KEYS[4]  lock key of the task id (read only when ARGV[6] is set)
 ARGV[1]  checkpoint id ([A-Za-z0-9_-], 1-64 chars)
 ARGV[2]  the checkpoint blob (stored as is)
 ARGV[3]  keep: how many checkpoints the history holds (1-100000)
 ARGV[4]  ttl in ms for every key of the task; "0" = no expiry
 ARGV[5]  fence of the lease the write is made under; "0" = none
+ARGV[6]  lease value the write is guarded by, or "" (unguarded)
 returns  {1, entry}: saved, entry is its id-list element;
          {0, entry, blob}: this id is already in the history (a resent save): nothing
          changed, the stored checkpoint is returned
-errors   RSARG on malformed arguments, before any write.
+errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock.
+         Both before any write.
 seq is the highest stored seq + 1: strictly increasing per task, under any number of
 concurrent savers (scripts run one at a time). The id scan costs O(keep).
 ]]
@@ -19,6 +22,8 @@ if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^
     or keep < 1 or keep > 100000 or not ttl_ms or not string.match(ARGV[5], '^%d+$') then
   return redis.error_reply('RSARG malformed arguments to checkpoint_save')
 end
+local lost = rs_guard(KEYS[4], ARGV[6])
+if lost then return lost end
 
 -- A damaged entry is skipped (restore skips its checkpoint too), never fatal: the
 -- next saves go on and the trim drops it in time.

@@ -1,5 +1,6 @@
 --[[ record_put: write a versioned record; optional compare-and-set; TTL in the same step.
 KEYS[1]  record key
+KEYS[2]  lock key of the record's id (read only when ARGV[6] is set)
 ARGV[1]  expected version: "" = any, "0" = only if absent, "N" = only if the current version is N
 ARGV[2]  ttl in ms; "0" = no expiry
 ARGV[3]  the new value, built by the client with zeroed version/expires/updated fields:
@@ -8,13 +9,14 @@ ARGV[4]  the header tail inside ARGV[3], "<schema>,<write_id>\n"; a stored recor
          with the same tail is this very write, already applied (a resend)
 ARGV[5]  "1" = keep the record's current TTL if it exists (ARGV[2] applies on create),
          "0" = set ARGV[2]
+ARGV[6]  lease value "<token>,<fence>" the write is guarded by, or "" (unguarded)
 returns  written: the stored fields "<version>,<expires_ms>,<updated_ms>" as one string
          (cheaper to return than a table: this is the hot path);
          {2, version, expires_ms, updated_ms}: the current value is this very write (a
          resend of a write already applied); nothing changed;
          {0, version, 0, 0}: conflict, version is the current one (0 if absent).
-errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value.
-         Both are raised before any write.
+errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value,
+         RSLOCKLOST if the lease no longer holds the lock. All before any write.
 Versions are max(previous + 1, server time in µs): strictly increasing per key and,
 as long as the server clock does not step back, never repeated after delete and
 re-create, without keeping anything extra.
@@ -27,6 +29,8 @@ if (expected ~= '' and not string.match(expected, '^%d+$')) or not ttl_ms
     or not rs_tail_ok(tail) or string.sub(ARGV[3], 1, 48 + #tail) ~= RS_UNWRITTEN .. tail then
   return redis.error_reply('RSARG malformed arguments to record_put')
 end
+local lost = rs_guard(KEYS[2], ARGV[6])
+if lost then return lost end
 
 local version, exp, upd, current_tail = rs_head(KEYS[1])
 if version == false then return rs_foreign(KEYS[1]) end

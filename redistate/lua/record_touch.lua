@@ -1,17 +1,22 @@
 --[[ record_touch: set a record's TTL and the expiry in its header, in one step.
 KEYS[1]  record key
+KEYS[2]  lock key of the record's id (read only when ARGV[3] is set)
 ARGV[1]  ttl in ms; "0" = no expiry
 ARGV[2]  "1" = also return the value (get with touch), "0" = only the expiry
+ARGV[3]  lease value the touch is guarded by, or "" (unguarded)
 returns  nil if the record does not exist, else {expires_ms, value or ""}; the value is
          the one read before the touch: its header's expiry field is the old one, so the
          caller takes expires_ms from this reply
-errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value.
+errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value,
+         RSLOCKLOST if the lease no longer holds the lock.
 The version and write id are kept: a touch is not a write of the data.
 ]]
 local ttl_ms = rs_ttl(ARGV[1])
 if not ttl_ms or (ARGV[2] ~= '0' and ARGV[2] ~= '1') then
   return redis.error_reply('RSARG malformed arguments to record_touch')
 end
+local lost = rs_guard(KEYS[2], ARGV[3])
+if lost then return lost end
 local value = ''
 if ARGV[2] == '1' then
   -- One GET serves both the header check and the reply (no second read).

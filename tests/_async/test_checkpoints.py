@@ -277,13 +277,11 @@ async def test_handoff(store: AsyncStore) -> None:
 
 
 async def test_a_lease_records_its_fence(store: AsyncStore) -> None:
-    class Lease:  # the shape of a fenced lease (enforcement comes with leases)
-        fence = 7
-
-    saved = await store.checkpoints.save("t", {"a": 1}, lease=Lease())
-    assert saved.fence == 7
+    async with store.lock("t", ttl=30) as lease:
+        saved = await store.checkpoints.save("t", {"a": 1}, lease=lease)
+        assert saved.fence == lease.fence is not None
     latest = await store.checkpoints.latest("t")
-    assert latest is not None and latest.fence == 7
+    assert latest is not None and latest.fence == saved.fence
 
 
 async def test_save_returns_what_latest_reads(store: AsyncStore) -> None:
@@ -433,13 +431,9 @@ async def test_deltas_must_be_patches_and_fences_numbers(store: AsyncStore) -> N
         with pytest.raises(TypeError, match="dict"):
             await store.checkpoints.log("t", bad)
 
-    class Lease:
-        fence: object = -1
-
     for fence in (-1, "7", 7.0, True):
-        Lease.fence = fence
         with pytest.raises(ValueError, match="fence"):
-            await store.checkpoints.save("t", {}, lease=Lease())
+            store.checkpoints.spec.save_args("cp", b"blob", None, 0, fence)
     assert await store.checkpoints.restore("t") is None
 
 

@@ -580,12 +580,13 @@ async def test_record_touch_refuses_malformed_arguments(
     assert 99_000 < backend.raw().pttl(key) <= 100_000
 
 
-@pytest.mark.parametrize("version", ["0", "abc", "-1", "1.5", ""])
+@pytest.mark.parametrize("version", ["0", "abc", "-1", "1.5", " 1"])
 async def test_record_delete_refuses_malformed_arguments(store: AsyncStore, version: str) -> None:
     await store.users.put("u", {"a": 1})
     key = store.keys.record("user", "u")
     with pytest.raises(RedistateError, match="RSARG"):
-        await store.users._conn.script(script("record_delete"), (key,), (version,))
+        keys = (key, store.keys.lock("u"))
+        await store.users._conn.script(script("record_delete"), keys, (version, ""))
     assert await store.users.get("u") is not None
 
 

@@ -581,12 +581,13 @@ def test_record_touch_refuses_malformed_arguments(
     assert 99_000 < backend.raw().pttl(key) <= 100_000
 
 
-@pytest.mark.parametrize("version", ["0", "abc", "-1", "1.5", ""])
+@pytest.mark.parametrize("version", ["0", "abc", "-1", "1.5", " 1"])
 def test_record_delete_refuses_malformed_arguments(store: Store, version: str) -> None:
     store.users.put("u", {"a": 1})
     key = store.keys.record("user", "u")
     with pytest.raises(RedistateError, match="RSARG"):
-        store.users._conn.script(script("record_delete"), (key,), (version,))
+        keys = (key, store.keys.lock("u"))
+        store.users._conn.script(script("record_delete"), keys, (version, ""))
     assert store.users.get("u") is not None
 
 

@@ -1,0 +1,161 @@
+"""Fenced leases with renewal (async source of truth)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from .._io import AsyncEvent, async_event, async_join, async_sleep, async_spawn, async_wait
+from ..errors import LockLost, LockTimeout, RedistateError
+from ..keys import KeySpace
+from ..leases import SHORT_WAIT, check_lease_ttl, check_wait, lease_value, new_token, wait_budget
+from ..scripts import script
+from ._client import AsyncConnection
+
+__all__ = ["AsyncLease"]
+
+_ACQUIRE = script("lock_acquire")
+_RELEASE = script("lock_release")
+_EXTEND = script("lock_extend")
+
+
+class AsyncLease:
+    """A fenced lock on ``name``: ``async with store.lock("t1") as lease: ...``.
+
+    ``lease.fence`` strictly increases per name across holders, expiry and deletion.
+    With ``renew=True`` a background task extends the lease every ttl/3; if that fails
+    or finds the lease taken, ``lease.lost`` is set, ``on_lost`` runs, and guarded
+    writes made with this lease raise LockLost.
+    """
+
+    def __init__(
+        self,
+        conn: AsyncConnection,
+        keys: KeySpace,
+        name: str,
+        *,
+        ttl: float = 30,
+        wait: float | None = None,
+        renew: bool = True,
+        on_lost: Callable[[AsyncLease], Any] | None = None,
+    ) -> None:
+        self._conn = conn
+        self.name = name
+        self.key = keys.lock(name)
+        self._keys = (self.key, keys.fence(name))
+        self._wake = keys.lock_wake(name)
+        self.ttl_ms = check_lease_ttl(ttl)
+        self.wait = check_wait(wait)
+        self.renew = renew
+        self.on_lost = on_lost
+        self.token = new_token()
+        self.fence: int | None = None
+        self.lost: AsyncEvent = async_event()
+        self._stop: AsyncEvent = async_event()
+        self._renewer: Any = None
+
+    @property
+    def value(self) -> str | None:
+        """The lock key's value while this lease holds it (None before acquire)."""
+        return None if self.fence is None else lease_value(self.token, self.fence)
+
+    async def acquire(self) -> AsyncLease:
+        """Take the lease, waiting (woken by the holder's release, never polling) at most
+        ``wait`` seconds; ``wait=0`` tries once, ``None`` waits as long as it takes.
+
+        Raises:
+            LockTimeout: not acquired before the deadline.
+        """
+        if self.fence is not None:
+            raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
+        deadline = None if self.wait is None else time.monotonic() + self.wait
+        while True:
+            # The same token on every try: an acquire resent after a lost reply finds
+            # the lease held by this token and reports it acquired.
+            reply = await self._conn.script(_ACQUIRE, self._keys, (self.token, self.ttl_ms))
+            if int(reply[0]) == 1:
+                self.fence = int(reply[1])
+                if self.renew:
+                    self._renewer = async_spawn(self._renew_loop, f"renew {self.key}")
+                return self
+            budget = wait_budget(deadline, time.monotonic(), int(reply[1]), self._conn.timeout)
+            if deadline is not None and budget <= 0:
+                raise LockTimeout(
+                    f"lease {self.name!r} still held by another owner after {self.wait:g} s"
+                )
+            if budget < SHORT_WAIT:
+                # Redis times out blocked clients only every 1/hz s (100 ms by default):
+                # a lease about to expire is waited out with a local timer instead.
+                await async_sleep(budget)
+            else:
+                await self._conn.blpop(self._wake, budget)
+
+    async def extend(self, ttl: float | None = None) -> None:
+        """Push the expiry out to ``ttl`` (default: the lease's) from now.
+
+        Raises:
+            LockLost: the lease expired or was taken over (it is never brought back).
+        """
+        ttl_ms = self.ttl_ms if ttl is None else check_lease_ttl(ttl)
+        if not await self._extend(ttl_ms):
+            await self._mark_lost()
+            raise LockLost(f"lease {self.name!r} (fence {self.fence}) is no longer held")
+
+    async def _extend(self, ttl_ms: int) -> bool:
+        if self.value is None:
+            raise LockLost(f"lease {self.name!r} is not held")
+        reply = await self._conn.script(_EXTEND, (self.key,), (self.value, ttl_ms))
+        return int(reply) == 1
+
+    async def release(self) -> None:
+        """Give the lease back and wake one waiter; stops renewal.
+
+        Raises:
+            LockLost: it was no longer held; the current holder's lock is untouched.
+        """
+        value = self.value
+        self._stop.set()
+        await async_join(self._renewer)
+        self._renewer = None
+        if value is None:
+            raise LockLost(f"lease {self.name!r} is not held")
+        released = await self._conn.script(_RELEASE, (self.key, self._wake), (value,))
+        self.fence = None
+        if int(released) != 1:
+            self.lost.set()
+            raise LockLost(f"lease {self.name!r} had expired or been taken over before release")
+
+    async def _renew_loop(self) -> None:
+        interval = self.ttl_ms / 3000
+        while not await async_wait(self._stop, interval):
+            try:
+                held = await self._extend(self.ttl_ms)
+            except RedistateError:
+                held = False  # unreachable or refused: cannot prove we still hold it
+            if not held:
+                await self._mark_lost()
+                return
+
+    async def _mark_lost(self) -> None:
+        if self.lost.is_set():
+            return
+        self.lost.set()
+        if self.on_lost is not None:
+            self.on_lost(self)
+
+    async def __aenter__(self) -> AsyncLease:
+        return await self.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.release()
+        except LockLost:
+            if exc is None:
+                raise  # the block's own error matters more than a late release

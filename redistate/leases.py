@@ -1,0 +1,84 @@
+"""Fenced leases: the pure half (tokens, values, replies, wait deadlines). No I/O.
+
+A lease is the lock key ``ns:lock:{name}`` holding ``<token>,<fence>`` with a TTL. The
+fence comes from ``ns:fence:{name}``, a counter that only grows: a holder's fence is
+larger than every earlier holder's, across expiry and deletion of the lock key. Guarded
+writes compare the lock key's value with the lease's in the write script itself.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from typing import Any, Final
+
+from .errors import LockLost
+
+__all__ = ["lease_value", "new_token", "wait_budget"]
+
+MIN_BLOCK: Final = 0.001  # BLPOP's smallest useful timeout, seconds
+SHORT_WAIT: Final = 0.1  # below this, wait with a local timer (BLPOP wakes at 1/hz)
+
+
+def new_token() -> str:
+    """128 random bits, hex: what identifies one acquisition."""
+    return secrets.token_hex(16)
+
+
+def lease_value(token: str, fence: int) -> str:
+    """The lock key's value while this lease holds it."""
+    return f"{token},{fence}"
+
+
+def check_wait(wait: object) -> float | None:
+    if wait is None:
+        return None
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
+        raise ValueError(f"wait must be seconds >= 0 or None, got {wait!r}")
+    return float(wait)
+
+
+def check_lease_ttl(ttl: object) -> int:
+    from .records import check_ttl  # records imports this module
+
+    ms = check_ttl(ttl, "lease ttl")
+    if ms == 0:
+        raise ValueError("a lease needs a ttl: a lock without one outlives a crashed holder")
+    return ms
+
+
+def wait_budget(
+    deadline: float | None, now: float, held_ms: int, socket_timeout: float | None
+) -> float:
+    """Seconds to block for a wake-up: until the holder's lease runs out, the caller's
+    deadline, or (so that the socket does not time out first) most of the socket timeout."""
+    budget = held_ms / 1000 if held_ms > 0 else MIN_BLOCK
+    if deadline is not None:
+        budget = min(budget, deadline - now)
+    if socket_timeout:
+        budget = min(budget, socket_timeout * 0.8)
+    return max(budget, 0.0)
+
+
+def guard_args(lease: Any, entity_id: str, lock_key: str) -> tuple[str, str]:
+    """(lock key, lease value) for a guarded write's script; ("", "") when unguarded.
+
+    Raises:
+        ValueError: the lease is for another entity.
+        LockLost: the lease is already known to be lost.
+    """
+    if lease is None:
+        return lock_key, ""
+    name = getattr(lease, "name", None)
+    if name != entity_id:
+        raise ValueError(f"lease {name!r} guards entities named {name!r}, not {entity_id!r}")
+    if lease.lost.is_set():
+        raise LockLost(f"lease {name!r} (fence {lease.fence}) was lost")
+    value = lease.value
+    if value is None:
+        raise LockLost(f"lease {name!r} is not held")
+    return lock_key, value
+
+
+def ms_to_seconds(ms: int) -> float:
+    return math.inf if ms < 0 else ms / 1000

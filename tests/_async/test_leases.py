@@ -1,0 +1,175 @@
+"""Fenced leases and guarded writes: every backend, both I/O flavours (generated sync twin)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from redistate import AsyncStore, LockLost, LockTimeout
+from redistate._io import async_join, async_spawn, async_wait
+from redistate.scripts import script
+from tests.conftest import Backend
+
+
+async def test_acquire_and_release(store: AsyncStore, backend: Backend) -> None:
+    raw = backend.raw()
+    async with store.lock("t1", ttl=30) as lease:
+        assert lease.fence == 1
+        assert raw.get(lease.key) == f"{lease.token},1".encode()
+        assert 29_000 < raw.pttl(lease.key) <= 30_000
+        assert len(lease.token) == 32
+    assert raw.exists(store.keys.lock("t1")) == 0
+    async with store.lock("t1") as again:
+        assert again.fence == 2
+
+
+async def test_a_held_lease_times_out_other_acquirers(store: AsyncStore) -> None:
+    async with store.lock("t", ttl=30):
+        with pytest.raises(LockTimeout, match="'t'"):
+            await store.lock("t", wait=0).acquire()
+        with pytest.raises(LockTimeout):
+            await store.lock("t", wait=0.05).acquire()
+
+
+async def test_fences_grow_across_expiry_and_deletion(store: AsyncStore, backend: Backend) -> None:
+    fences = []
+    for i in range(1000):
+        # No release: each lease expires (1 ms), and the next acquirer waits it out,
+        # blocked on the wake-up list for the holder's remaining TTL, not polling.
+        lease = await store.lock("t", ttl=0.001, renew=False).acquire()
+        fences.append(lease.fence)
+        if i % 100 == 0:
+            backend.raw().delete(store.keys.lock("t"))  # deleting the lock key resets nothing
+    assert fences == list(range(1, 1001))
+
+
+async def test_releasing_a_lost_lease_leaves_the_new_holder_alone(
+    store: AsyncStore, backend: Backend
+) -> None:
+    first = await store.lock("t", ttl=30, renew=False).acquire()
+    backend.raw().delete(first.key)  # as if it had expired
+    second = await store.lock("t", ttl=30, renew=False).acquire()
+    with pytest.raises(LockLost):
+        await first.release()
+    assert backend.raw().get(second.key) == second.value.encode()  # type: ignore[union-attr]
+    with pytest.raises(LockLost):
+        await first.extend()
+    await second.release()
+
+
+async def test_extend_never_brings_back_an_expired_lease(
+    store: AsyncStore, backend: Backend
+) -> None:
+    lease = await store.lock("t", ttl=30, renew=False).acquire()
+    await lease.extend(60)
+    assert 59_000 < backend.raw().pttl(lease.key) <= 60_000
+    backend.raw().delete(lease.key)
+    with pytest.raises(LockLost):
+        await lease.extend()
+    assert backend.raw().exists(lease.key) == 0
+    assert lease.lost.is_set()
+
+
+async def test_a_resent_acquire_reports_the_lease_held(store: AsyncStore) -> None:
+    lease = store.lock("t", ttl=30, renew=False)
+    keys = (store.keys.lock("t"), store.keys.fence("t"))
+    first = await store.sessions._conn.script(script("lock_acquire"), keys, (lease.token, 30000))
+    again = await store.sessions._conn.script(script("lock_acquire"), keys, (lease.token, 30000))
+    assert int(first[0]) == int(again[0]) == 1 and int(again[1]) == int(first[1])
+    other = await store.sessions._conn.script(script("lock_acquire"), keys, ("0" * 32, 30000))
+    assert int(other[0]) == 0 and int(other[1]) > 0
+
+
+async def test_a_waiter_is_woken_by_the_release(store: AsyncStore) -> None:
+    holder = await store.lock("t", ttl=30, renew=False).acquire()
+    got: dict[str, Any] = {}
+
+    async def wait_for_it() -> None:
+        lease = await store.lock("t", ttl=30, wait=20, renew=False).acquire()
+        got["fence"] = lease.fence
+        await lease.release()
+
+    waiter = async_spawn(wait_for_it, "waiter")
+    await holder.release()
+    await async_join(waiter)
+    assert got["fence"] == 2  # woken long before its 20 s budget or the 30 s TTL
+
+
+async def test_renewal_keeps_a_lease_through_a_long_section(
+    store: AsyncStore, backend: Backend
+) -> None:
+    async with store.lock("t", ttl=0.3) as lease:
+        # Hold it for 3x its TTL: renewal at ttl/3 must keep it.
+        assert not await async_wait(lease.lost, 0.9)
+        assert backend.raw().get(lease.key) == lease.value.encode()  # type: ignore[union-attr]
+    assert not lease.lost.is_set()
+
+
+async def test_renewal_notices_a_lost_lease(store: AsyncStore, backend: Backend) -> None:
+    seen: list[int | None] = []
+    lease = await store.lock("t", ttl=0.3, on_lost=lambda le: seen.append(le.fence)).acquire()
+    backend.raw().delete(lease.key)
+    assert await async_wait(lease.lost, 5)
+    assert seen == [lease.fence]
+    with pytest.raises(LockLost):
+        await store.sessions.put("t", {"late": True}, lease=lease)
+    with pytest.raises(LockLost):
+        await lease.release()
+
+
+# -- guarded writes ------------------------------------------------------------------
+
+
+async def test_guarded_writes_go_through_while_held(store: AsyncStore) -> None:
+    async with store.lock("t", ttl=30) as lease:
+        await store.sessions.put("t", {"n": 1}, lease=lease)
+        await store.sessions.merge("t", {"m": 2}, lease=lease)
+        await store.sessions.update("t", lambda d: {**d, "n": 3}, lease=lease)
+        assert await store.sessions.touch("t", ttl=60, lease=lease)
+        got = await store.sessions.get("t", touch=True, lease=lease)
+        assert got is not None and got.data == {"n": 3, "m": 2}
+        saved = await store.checkpoints.save("t", {"step": 1}, lease=lease)
+        assert saved.fence == lease.fence
+        await store.checkpoints.log("t", {"step": 2}, lease=lease)
+        assert await store.sessions.delete("t", lease=lease) is True
+        assert await store.sessions.delete("t", lease=lease) is False
+
+
+async def test_a_stale_lease_writes_nothing(store: AsyncStore, backend: Backend) -> None:
+    old = await store.lock("t", ttl=30, renew=False).acquire()
+    backend.raw().delete(old.key)  # it expired while its holder was paused
+    new = await store.lock("t", ttl=30, renew=False).acquire()
+    await store.users.put("t", {"owner": "new"}, lease=new)
+    await store.checkpoints.save("t", {"owner": "new"}, lease=new)
+    attempts: list[Any] = [
+        lambda: store.users.put("t", {"owner": "old"}, lease=old),
+        lambda: store.users.merge("t", {"owner": "old"}, lease=old),
+        lambda: store.users.delete("t", lease=old),
+        lambda: store.users.touch("t", ttl=5, lease=old),
+        lambda: store.checkpoints.save("t", {"owner": "old"}, lease=old),
+        lambda: store.checkpoints.log("t", {"owner": "old"}, lease=old),
+    ]
+    for attempt in attempts:
+        with pytest.raises(LockLost):
+            await attempt()
+    user = await store.users.get("t")
+    assert user is not None and user.data == {"owner": "new"}
+    restored = await store.checkpoints.restore("t")
+    assert restored is not None and restored.state == {"owner": "new"}
+    assert restored.deltas_applied == 0
+
+
+async def test_a_lease_guards_only_its_own_name(store: AsyncStore) -> None:
+    async with store.lock("t", ttl=30) as lease:
+        with pytest.raises(ValueError, match="'t'"):
+            await store.users.put("other", {}, lease=lease)
+        with pytest.raises(ValueError, match="'t'"):
+            await store.checkpoints.save("other", {}, lease=lease)
+    assert await store.users.get("other") is None
+
+
+@pytest.mark.parametrize("kwargs", [{"ttl": 0}, {"ttl": None}, {"wait": -1}, {"wait": "5"}])
+async def test_bad_lease_arguments(store: AsyncStore, kwargs: dict[str, Any]) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        store.lock("t", **kwargs)
