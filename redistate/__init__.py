@@ -26,10 +26,14 @@ from .errors import (
 
 if TYPE_CHECKING:
     from ._async.checkpoints import AsyncCheckpoints
+    from ._async.leases import AsyncLease
     from ._async.records import AsyncCollection
+    from ._async.runner import AsyncTaskRun
     from ._async.store import AsyncStore
     from ._sync.checkpoints import Checkpoints
+    from ._sync.leases import Lease
     from ._sync.records import Collection
+    from ._sync.runner import TaskRun
     from ._sync.store import Store
     from .checkpoints import Checkpoint, Restored
     from .codec import Codec, JsonCodec
@@ -52,6 +56,11 @@ __all__ = [
     "Checkpoint",
     "Checkpoints",
     "Restored",
+    # leases and the task runner
+    "AsyncLease",
+    "AsyncTaskRun",
+    "Lease",
+    "TaskRun",
     # building blocks
     "Codec",
     "JsonCodec",
@@ -82,6 +91,10 @@ _LAZY = {
     "Checkpoints": "._sync.checkpoints",
     "Checkpoint": ".checkpoints",
     "Restored": ".checkpoints",
+    "AsyncLease": "._async.leases",
+    "AsyncTaskRun": "._async.runner",
+    "Lease": "._sync.leases",
+    "TaskRun": "._sync.runner",
     "Codec": ".codec",
     "JsonCodec": ".codec",
     "KeySpace": ".keys",

@@ -20,6 +20,7 @@ from ._client import AsyncConnection
 from .checkpoints import AsyncCheckpoints
 from .leases import AsyncLease
 from .records import AsyncCollection
+from .runner import AsyncTaskRun
 
 __all__ = ["AsyncStore"]
 
@@ -174,6 +175,11 @@ class AsyncStore:
         return AsyncLease(
             self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost
         )
+
+    def task(self, task_id: str, ttl: float = 30, wait: float | None = None) -> AsyncTaskRun:
+        """Run a task as its only owner: ``async with store.task("t1") as run``.
+        Takes the lease, restores the state, guards every save (see AsyncTaskRun)."""
+        return AsyncTaskRun(self, task_id, ttl=ttl, wait=wait)
 
     async def aclose(self) -> None:
         """Close the client's connections."""

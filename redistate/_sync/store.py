@@ -21,6 +21,7 @@ from ._client import Connection
 from .checkpoints import Checkpoints
 from .leases import Lease
 from .records import Collection
+from .runner import TaskRun
 
 __all__ = ["Store"]
 
@@ -175,6 +176,11 @@ class Store:
         return Lease(
             self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost
         )
+
+    def task(self, task_id: str, ttl: float = 30, wait: float | None = None) -> TaskRun:
+        """Run a task as its only owner: ``with store.task("t1") as run``.
+        Takes the lease, restores the state, guards every save (see TaskRun)."""
+        return TaskRun(self, task_id, ttl=ttl, wait=wait)
 
     def close(self) -> None:
         """Close the client's connections."""

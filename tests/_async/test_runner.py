@@ -1,0 +1,55 @@
+"""The task runner: every backend, both I/O flavours (has a generated sync twin)."""
+
+from __future__ import annotations
+
+import pytest
+
+from redistate import AsyncStore, LockLost, LockTimeout
+from tests.conftest import Backend
+
+
+async def test_a_first_run_starts_empty_and_a_second_resumes(store: AsyncStore) -> None:
+    async with store.task("t1") as run:
+        assert (run.state, run.resumed, run.checkpoint) == ({}, False, None)
+        first_fence = run.fence
+        await run.save({"done": ["search"]}, phase="search", progress=0.5)
+        await run.log({"notes": "found 3 papers"})
+        assert run.state == {"done": ["search"], "notes": "found 3 papers"}
+    async with store.task("t1") as again:
+        assert again.resumed is True
+        assert again.state == {"done": ["search"], "notes": "found 3 papers"}
+        assert again.checkpoint is not None and again.checkpoint.phase == "search"
+        assert again.fence is not None and first_fence is not None
+        assert again.fence > first_fence
+
+
+async def test_a_task_has_one_owner_at_a_time(store: AsyncStore) -> None:
+    async with store.task("t1"):
+        with pytest.raises(LockTimeout):
+            async with store.task("t1", wait=0):
+                pass  # never reached
+
+
+async def test_a_failure_is_checkpointed_and_reraised(store: AsyncStore, backend: Backend) -> None:
+    with pytest.raises(ZeroDivisionError):
+        async with store.task("t1") as run:
+            await run.save({"step": 2}, phase="impl")
+            await run.log({"step": 3})
+            _ = 1 / 0
+    latest = await store.checkpoints.latest("t1")
+    assert latest is not None and latest.phase == "failed"
+    assert latest.state == {"step": 3}
+    assert "ZeroDivisionError" in latest.metadata["error"]
+    assert backend.raw().exists(store.keys.lock("t1")) == 0  # released
+
+
+async def test_a_run_that_lost_its_lease_cannot_write(store: AsyncStore, backend: Backend) -> None:
+    with pytest.raises(LockLost):
+        async with store.task("t1", ttl=30) as run:
+            await run.save({"mine": True})
+            backend.raw().delete(run.lease.key)  # it expired while the run was paused
+            async with store.task("t1") as successor:
+                await successor.save({"successor": True})
+            await run.save({"mine": "late"})
+    latest = await store.checkpoints.latest("t1")
+    assert latest is not None and latest.state == {"successor": True}
