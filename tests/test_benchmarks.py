@@ -40,3 +40,14 @@ def test_checkpoints_benchmark_runs_and_meets_round_trip_targets() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "after 10 vs 10,000 earlier saves" in done.stdout
     assert "vs deltas" in done.stdout
+
+
+def test_locks_benchmark_runs_and_meets_round_trip_targets() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "locks.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "hand-off" in done.stdout and "redis-py Lock" in done.stdout

@@ -44,8 +44,8 @@ class AsyncLease:
         self._conn = conn
         self.name = name
         self.key = keys.lock(name)
-        self._keys = (self.key, keys.fence(name))
         self._wake = keys.lock_wake(name)
+        self._keys = (self.key, keys.fence(name), self._wake)
         self.ttl_ms = check_lease_ttl(ttl)
         self.wait = check_wait(wait)
         self.renew = renew

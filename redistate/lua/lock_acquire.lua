@@ -1,6 +1,8 @@
 --[[ lock_acquire: take a lease if it is free, with the next fencing number.
 KEYS[1]  lock key (value "<token>,<fence>", expires with the lease)
 KEYS[2]  fencing counter of the lock name (persistent: fences never repeat)
+KEYS[3]  wake-up list of the lock name (cleared on acquire: a wake-up left by an
+         earlier release is meant for no one now)
 ARGV[1]  token (128 random bits, hex)
 ARGV[2]  ttl in ms (1 .. 100 years)
 returns  {1, fence, ttl_ms}: acquired (or already held with this token: a resent
@@ -20,4 +22,5 @@ if current then
 end
 local fence = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], token .. ',' .. fence, 'PX', ttl_ms)
+redis.call('DEL', KEYS[3])
 return {1, fence, ttl_ms}

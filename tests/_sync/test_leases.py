@@ -74,7 +74,7 @@ def test_extend_never_brings_back_an_expired_lease(
 
 def test_a_resent_acquire_reports_the_lease_held(store: Store) -> None:
     lease = store.lock("t", ttl=30, renew=False)
-    keys = (store.keys.lock("t"), store.keys.fence("t"))
+    keys = (store.keys.lock("t"), store.keys.fence("t"), store.keys.lock_wake("t"))
     first = store.sessions._conn.script(script("lock_acquire"), keys, (lease.token, 30000))
     again = store.sessions._conn.script(script("lock_acquire"), keys, (lease.token, 30000))
     assert int(first[0]) == int(again[0]) == 1 and int(again[1]) == int(first[1])
