@@ -15,12 +15,14 @@ from typing import Any
 
 __all__ = [
     "async_event",
+    "async_finish",
     "async_join",
     "async_resolve",
     "async_sleep",
     "async_spawn",
     "async_wait",
     "sync_event",
+    "sync_finish",
     "sync_join",
     "sync_resolve",
     "sync_sleep",
@@ -96,3 +98,24 @@ async def async_join(handle: Any) -> None:
 def sync_join(handle: Any) -> None:
     if handle is not None and handle is not threading.current_thread():
         handle.join()
+
+
+async def async_finish(
+    fn: Callable[[], Coroutine[Any, Any, Any]], undo: Callable[[Any], Coroutine[Any, Any, Any]]
+) -> Any:
+    """Run ``fn`` to completion even if the caller is cancelled meanwhile; then, for a
+    cancelled caller, ``undo`` its result and let the cancellation through. (A command
+    cancelled mid-flight may still run on the server; this learns what it did.)"""
+    task = asyncio.ensure_future(fn())
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        try:
+            await undo(await task)
+        except Exception:
+            pass  # best effort: the caller is going away
+        raise
+
+
+def sync_finish(fn: Callable[[], Any], undo: Callable[[Any], Any]) -> Any:
+    return fn()  # nothing cancels a synchronous call half way

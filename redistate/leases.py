@@ -8,7 +8,6 @@ writes compare the lock key's value with the lease's in the write script itself.
 
 from __future__ import annotations
 
-import math
 import secrets
 from typing import Any, Final
 
@@ -18,6 +17,10 @@ __all__ = ["lease_value", "new_token", "wait_budget"]
 
 MIN_BLOCK: Final = 0.001  # BLPOP's smallest useful timeout, seconds
 SHORT_WAIT: Final = 0.1  # below this, wait with a local timer (BLPOP wakes at 1/hz)
+# Longest single block on the wake list. A wake-up can be lost (a waiter cancelled
+# while its BLPOP reply was in flight, a waiting process killed): this bounds how long
+# another waiter can sleep past a free lock. One request per 2 s is not a busy loop.
+MAX_BLOCK: Final = 2.0
 
 
 def new_token() -> str:
@@ -52,7 +55,7 @@ def wait_budget(
 ) -> float:
     """Seconds to block for a wake-up: until the holder's lease runs out, the caller's
     deadline, or (so that the socket does not time out first) most of the socket timeout."""
-    budget = held_ms / 1000 if held_ms > 0 else MIN_BLOCK
+    budget = min(held_ms / 1000 if held_ms > 0 else MIN_BLOCK, MAX_BLOCK)
     if deadline is not None:
         budget = min(budget, deadline - now)
     if socket_timeout:
@@ -64,7 +67,7 @@ def guard_args(lease: Any, entity_id: str, lock_key: str) -> tuple[str, str]:
     """(lock key, lease value) for a guarded write's script; ("", "") when unguarded.
 
     Raises:
-        ValueError: the lease is for another entity.
+        ValueError: the lease is for another entity or namespace.
         LockLost: the lease is already known to be lost.
     """
     if lease is None:
@@ -72,13 +75,11 @@ def guard_args(lease: Any, entity_id: str, lock_key: str) -> tuple[str, str]:
     name = getattr(lease, "name", None)
     if name != entity_id:
         raise ValueError(f"lease {name!r} guards entities named {name!r}, not {entity_id!r}")
+    if getattr(lease, "key", None) != lock_key:
+        raise ValueError(f"lease on {lease.key!r} belongs to another namespace than {lock_key!r}")
     if lease.lost.is_set():
         raise LockLost(f"lease {name!r} (fence {lease.fence}) was lost")
     value = lease.value
     if value is None:
         raise LockLost(f"lease {name!r} is not held")
     return lock_key, value
-
-
-def ms_to_seconds(ms: int) -> float:
-    return math.inf if ms < 0 else ms / 1000

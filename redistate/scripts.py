@@ -26,6 +26,8 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "lock_acquire": ("_envelope",),
     "lock_release": (),
     "lock_extend": ("_envelope",),
+    "lock_abandon": (),
+    "checkpoint_delete": ("_envelope",),
 }
 
 

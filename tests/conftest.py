@@ -56,7 +56,8 @@ class Backend:
 
 @pytest.fixture(scope="session")
 def redis7_server() -> Iterator[Server]:
-    server = start_server(redis_binary())
+    # DEBUG SLEEP stalls the server on purpose in a few tests (local connections only).
+    server = start_server(redis_binary(), "--enable-debug-command", "local")
     assert server.version.startswith("7."), server.version
     yield server
     server.stop()
@@ -64,7 +65,7 @@ def redis7_server() -> Iterator[Server]:
 
 @pytest.fixture(scope="session")
 def valkey9_server() -> Iterator[Server]:
-    server = start_server(valkey_binary())
+    server = start_server(valkey_binary(), "--enable-debug-command", "local")
     assert server.version.startswith("9."), server.version
     yield server
     server.stop()

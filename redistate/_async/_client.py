@@ -35,8 +35,17 @@ class AsyncConnection:
             )
         self.client = client
         self.address = describe(client)
-        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
-        # Blocking waits must end before the socket read times out.
+        # Blocking waits must end before the socket read times out. The options live
+        # on the pool, on a cluster client itself, or on a cluster's node manager.
+        holders = (
+            getattr(client, "connection_pool", None),
+            client,
+            getattr(client, "nodes_manager", None),
+        )
+        kwargs: dict[str, Any] = next(
+            (k for h in holders if isinstance(k := getattr(h, "connection_kwargs", None), dict)),
+            {},
+        )
         self.timeout: float | None = kwargs.get("socket_timeout")
 
     async def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:

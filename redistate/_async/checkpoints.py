@@ -21,6 +21,7 @@ __all__ = ["AsyncCheckpoints"]
 _SAVE = script("checkpoint_save")
 _LOG = script("checkpoint_log")
 _READ = script("checkpoint_read")
+_DELETE = script("checkpoint_delete")
 
 
 class AsyncCheckpoints:
@@ -169,6 +170,10 @@ class AsyncCheckpoints:
         """A short markdown summary (SESSION-STATE.md style) of where the task stands."""
         return handoff(task_id, await self.restore(task_id))
 
-    async def delete(self, task_id: str) -> bool:
-        """Remove every key of the task; True if it had any."""
-        return await self._conn.delete(*self.spec.task_keys(task_id)) > 0
+    async def delete(self, task_id: str, *, lease: Any = None) -> bool:
+        """Remove every key of the task; True if it had any. With ``lease=`` the delete
+        is guarded (LockLost, and nothing deleted, unless the lease still holds)."""
+        if lease is None:
+            return await self._conn.delete(*self.spec.task_keys(task_id)) > 0
+        keys, guard = self.spec.guarded_keys(task_id, lease)
+        return int(await self._conn.script(_DELETE, keys, (guard,))) > 0

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import inspect
 import time
+import warnings
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from .._io import AsyncEvent, async_event, async_join, async_sleep, async_spawn, async_wait
+from .._io import (
+    AsyncEvent,
+    async_event,
+    async_finish,
+    async_join,
+    async_resolve,
+    async_sleep,
+    async_spawn,
+    async_wait,
+)
 from ..errors import LockLost, LockTimeout, RedistateError
 from ..keys import KeySpace
 from ..leases import SHORT_WAIT, check_lease_ttl, check_wait, lease_value, new_token, wait_budget
@@ -19,6 +30,7 @@ __all__ = ["AsyncLease"]
 _ACQUIRE = script("lock_acquire")
 _RELEASE = script("lock_release")
 _EXTEND = script("lock_extend")
+_ABANDON = script("lock_abandon")
 
 
 class AsyncLease:
@@ -55,6 +67,7 @@ class AsyncLease:
         self.lost: AsyncEvent = async_event()
         self._stop: AsyncEvent = async_event()
         self._renewer: Any = None
+        self._used = False
 
     @property
     def value(self) -> str | None:
@@ -70,11 +83,21 @@ class AsyncLease:
         """
         if self.fence is not None:
             raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
+        if self._used:  # a lease object taken again: a fresh token and fresh events
+            self.token = new_token()
+            self.lost, self._stop = async_event(), async_event()
+        self._used = True
         deadline = None if self.wait is None else time.monotonic() + self.wait
         while True:
             # The same token on every try: an acquire resent after a lost reply finds
             # the lease held by this token and reports it acquired.
-            reply = await self._conn.script(_ACQUIRE, self._keys, (self.token, self.ttl_ms))
+            try:
+                reply = await async_finish(self._try_acquire, self._undo_acquire)
+            except RedistateError:
+                # The reply was lost: the script may have taken the lock for a caller
+                # who will never know. Give it back, best effort.
+                await self._abandon()
+                raise
             if int(reply[0]) == 1:
                 self.fence = int(reply[1])
                 if self.renew:
@@ -92,6 +115,19 @@ class AsyncLease:
             else:
                 await self._conn.blpop(self._wake, budget)
 
+    async def _try_acquire(self) -> Any:
+        return await self._conn.script(_ACQUIRE, self._keys, (self.token, self.ttl_ms))
+
+    async def _undo_acquire(self, reply: Any) -> None:
+        if int(reply[0]) == 1:  # acquired for a caller that was cancelled meanwhile
+            await self._abandon()
+
+    async def _abandon(self) -> None:
+        try:
+            await self._conn.script(_ABANDON, (self.key, self._wake), (self.token,))
+        except RedistateError:
+            pass  # unreachable: the lock expires with its TTL
+
     async def extend(self, ttl: float | None = None) -> None:
         """Push the expiry out to ``ttl`` (default: the lease's) from now.
 
@@ -99,6 +135,7 @@ class AsyncLease:
             LockLost: the lease expired or was taken over (it is never brought back).
         """
         ttl_ms = self.ttl_ms if ttl is None else check_lease_ttl(ttl)
+        self.ttl_ms = ttl_ms  # renewal keeps the new ttl
         if not await self._extend(ttl_ms):
             await self._mark_lost()
             raise LockLost(f"lease {self.name!r} (fence {self.fence}) is no longer held")
@@ -117,14 +154,17 @@ class AsyncLease:
         """
         value = self.value
         self._stop.set()
-        await async_join(self._renewer)
+        try:
+            await async_join(self._renewer)
+        except Exception:
+            pass  # the renewer's own failure is reported through lease.lost
         self._renewer = None
         if value is None:
             raise LockLost(f"lease {self.name!r} is not held")
         released = await self._conn.script(_RELEASE, (self.key, self._wake), (value,))
         self.fence = None
         if int(released) != 1:
-            self.lost.set()
+            await self._mark_lost()
             raise LockLost(f"lease {self.name!r} had expired or been taken over before release")
 
     async def _renew_loop(self) -> None:
@@ -142,8 +182,14 @@ class AsyncLease:
         if self.lost.is_set():
             return
         self.lost.set()
-        if self.on_lost is not None:
-            self.on_lost(self)
+        if self.on_lost is None:
+            return
+        try:
+            result = self.on_lost(self)
+            if inspect.isawaitable(result):
+                await async_resolve(result)
+        except Exception as exc:  # a callback's bug must not stop release or renewal
+            warnings.warn(f"on_lost callback of lease {self.name!r} raised {exc!r}", stacklevel=1)
 
     async def __aenter__(self) -> AsyncLease:
         return await self.acquire()
@@ -156,6 +202,6 @@ class AsyncLease:
     ) -> None:
         try:
             await self.release()
-        except LockLost:
+        except RedistateError:
             if exc is None:
-                raise  # the block's own error matters more than a late release
+                raise  # the block's own error matters more than a failed release

@@ -89,7 +89,8 @@ class AsyncTaskRun:
         tb: TracebackType | None,
     ) -> None:
         try:
-            if exc is not None and not isinstance(exc, LockLost):
+            # Only errors are failures: a cancellation or exit is not recorded as one.
+            if isinstance(exc, Exception) and not isinstance(exc, LockLost):
                 try:
                     await self.save(
                         self.state, phase="failed", metadata={"error": repr(exc)[:2000]}
@@ -99,6 +100,6 @@ class AsyncTaskRun:
         finally:
             try:
                 await self.lease.release()
-            except LockLost:
+            except RedistateError:
                 if exc is None:
-                    raise
+                    raise  # the block's own error matters more than a failed release

@@ -22,6 +22,7 @@ __all__ = ["Checkpoints"]
 _SAVE = script("checkpoint_save")
 _LOG = script("checkpoint_log")
 _READ = script("checkpoint_read")
+_DELETE = script("checkpoint_delete")
 
 
 class Checkpoints:
@@ -170,6 +171,10 @@ class Checkpoints:
         """A short markdown summary (SESSION-STATE.md style) of where the task stands."""
         return handoff(task_id, self.restore(task_id))
 
-    def delete(self, task_id: str) -> bool:
-        """Remove every key of the task; True if it had any."""
-        return self._conn.delete(*self.spec.task_keys(task_id)) > 0
+    def delete(self, task_id: str, *, lease: Any = None) -> bool:
+        """Remove every key of the task; True if it had any. With ``lease=`` the delete
+        is guarded (LockLost, and nothing deleted, unless the lease still holds)."""
+        if lease is None:
+            return self._conn.delete(*self.spec.task_keys(task_id)) > 0
+        keys, guard = self.spec.guarded_keys(task_id, lease)
+        return int(self._conn.script(_DELETE, keys, (guard,))) > 0

@@ -3,12 +3,23 @@
 
 from __future__ import annotations
 
+import inspect
 import time
+import warnings
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from .._io import Event, sync_event, sync_join, sync_sleep, sync_spawn, sync_wait
+from .._io import (
+    Event,
+    sync_event,
+    sync_finish,
+    sync_join,
+    sync_resolve,
+    sync_sleep,
+    sync_spawn,
+    sync_wait,
+)
 from ..errors import LockLost, LockTimeout, RedistateError
 from ..keys import KeySpace
 from ..leases import SHORT_WAIT, check_lease_ttl, check_wait, lease_value, new_token, wait_budget
@@ -20,6 +31,7 @@ __all__ = ["Lease"]
 _ACQUIRE = script("lock_acquire")
 _RELEASE = script("lock_release")
 _EXTEND = script("lock_extend")
+_ABANDON = script("lock_abandon")
 
 
 class Lease:
@@ -56,6 +68,7 @@ class Lease:
         self.lost: Event = sync_event()
         self._stop: Event = sync_event()
         self._renewer: Any = None
+        self._used = False
 
     @property
     def value(self) -> str | None:
@@ -71,11 +84,21 @@ class Lease:
         """
         if self.fence is not None:
             raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
+        if self._used:  # a lease object taken again: a fresh token and fresh events
+            self.token = new_token()
+            self.lost, self._stop = sync_event(), sync_event()
+        self._used = True
         deadline = None if self.wait is None else time.monotonic() + self.wait
         while True:
             # The same token on every try: an acquire resent after a lost reply finds
             # the lease held by this token and reports it acquired.
-            reply = self._conn.script(_ACQUIRE, self._keys, (self.token, self.ttl_ms))
+            try:
+                reply = sync_finish(self._try_acquire, self._undo_acquire)
+            except RedistateError:
+                # The reply was lost: the script may have taken the lock for a caller
+                # who will never know. Give it back, best effort.
+                self._abandon()
+                raise
             if int(reply[0]) == 1:
                 self.fence = int(reply[1])
                 if self.renew:
@@ -93,6 +116,19 @@ class Lease:
             else:
                 self._conn.blpop(self._wake, budget)
 
+    def _try_acquire(self) -> Any:
+        return self._conn.script(_ACQUIRE, self._keys, (self.token, self.ttl_ms))
+
+    def _undo_acquire(self, reply: Any) -> None:
+        if int(reply[0]) == 1:  # acquired for a caller that was cancelled meanwhile
+            self._abandon()
+
+    def _abandon(self) -> None:
+        try:
+            self._conn.script(_ABANDON, (self.key, self._wake), (self.token,))
+        except RedistateError:
+            pass  # unreachable: the lock expires with its TTL
+
     def extend(self, ttl: float | None = None) -> None:
         """Push the expiry out to ``ttl`` (default: the lease's) from now.
 
@@ -100,6 +136,7 @@ class Lease:
             LockLost: the lease expired or was taken over (it is never brought back).
         """
         ttl_ms = self.ttl_ms if ttl is None else check_lease_ttl(ttl)
+        self.ttl_ms = ttl_ms  # renewal keeps the new ttl
         if not self._extend(ttl_ms):
             self._mark_lost()
             raise LockLost(f"lease {self.name!r} (fence {self.fence}) is no longer held")
@@ -118,14 +155,17 @@ class Lease:
         """
         value = self.value
         self._stop.set()
-        sync_join(self._renewer)
+        try:
+            sync_join(self._renewer)
+        except Exception:
+            pass  # the renewer's own failure is reported through lease.lost
         self._renewer = None
         if value is None:
             raise LockLost(f"lease {self.name!r} is not held")
         released = self._conn.script(_RELEASE, (self.key, self._wake), (value,))
         self.fence = None
         if int(released) != 1:
-            self.lost.set()
+            self._mark_lost()
             raise LockLost(f"lease {self.name!r} had expired or been taken over before release")
 
     def _renew_loop(self) -> None:
@@ -143,8 +183,14 @@ class Lease:
         if self.lost.is_set():
             return
         self.lost.set()
-        if self.on_lost is not None:
-            self.on_lost(self)
+        if self.on_lost is None:
+            return
+        try:
+            result = self.on_lost(self)
+            if inspect.isawaitable(result):
+                sync_resolve(result)
+        except Exception as exc:  # a callback's bug must not stop release or renewal
+            warnings.warn(f"on_lost callback of lease {self.name!r} raised {exc!r}", stacklevel=1)
 
     def __enter__(self) -> Lease:
         return self.acquire()
@@ -157,6 +203,6 @@ class Lease:
     ) -> None:
         try:
             self.release()
-        except LockLost:
+        except RedistateError:
             if exc is None:
-                raise  # the block's own error matters more than a late release
+                raise  # the block's own error matters more than a failed release

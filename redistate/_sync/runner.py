@@ -90,7 +90,8 @@ class TaskRun:
         tb: TracebackType | None,
     ) -> None:
         try:
-            if exc is not None and not isinstance(exc, LockLost):
+            # Only errors are failures: a cancellation or exit is not recorded as one.
+            if isinstance(exc, Exception) and not isinstance(exc, LockLost):
                 try:
                     self.save(
                         self.state, phase="failed", metadata={"error": repr(exc)[:2000]}
@@ -100,6 +101,6 @@ class TaskRun:
         finally:
             try:
                 self.lease.release()
-            except LockLost:
+            except RedistateError:
                 if exc is None:
-                    raise
+                    raise  # the block's own error matters more than a failed release

@@ -134,6 +134,7 @@ async def test_guarded_writes_go_through_while_held(store: AsyncStore) -> None:
         await store.checkpoints.log("t", {"step": 2}, lease=lease)
         assert await store.sessions.delete("t", lease=lease) is True
         assert await store.sessions.delete("t", lease=lease) is False
+        assert await store.checkpoints.delete("t", lease=lease) is True
 
 
 async def test_a_stale_lease_writes_nothing(store: AsyncStore, backend: Backend) -> None:
@@ -149,6 +150,7 @@ async def test_a_stale_lease_writes_nothing(store: AsyncStore, backend: Backend)
         lambda: store.users.touch("t", ttl=5, lease=old),
         lambda: store.checkpoints.save("t", {"owner": "old"}, lease=old),
         lambda: store.checkpoints.log("t", {"owner": "old"}, lease=old),
+        lambda: store.checkpoints.delete("t", lease=old),
     ]
     for attempt in attempts:
         with pytest.raises(LockLost):
@@ -173,3 +175,37 @@ async def test_a_lease_guards_only_its_own_name(store: AsyncStore) -> None:
 async def test_bad_lease_arguments(store: AsyncStore, kwargs: dict[str, Any]) -> None:
     with pytest.raises((ValueError, TypeError)):
         store.lock("t", **kwargs)
+
+
+async def test_a_lease_object_can_be_taken_again(store: AsyncStore, backend: Backend) -> None:
+    lease = store.lock("t", ttl=0.3)
+    async with lease:
+        first_token = lease.token
+    async with lease:
+        assert lease.token != first_token and not lease.lost.is_set()
+        assert not await async_wait(lease.lost, 0.6)  # renewed again: 2x the ttl
+        await store.users.put("t", {"ok": True}, lease=lease)
+
+
+async def test_a_lease_from_another_namespace_is_refused(
+    store: AsyncStore, backend: Backend, namespace: str
+) -> None:
+    other = AsyncStore(backend.async_client(), namespace=namespace + "x")
+    async with other.lock("t", ttl=30) as foreign:
+        with pytest.raises(ValueError, match="namespace"):
+            await store.users.put("t", {}, lease=foreign)
+    await other.aclose()
+
+
+async def test_a_failing_on_lost_callback_does_not_break_release(
+    store: AsyncStore, backend: Backend
+) -> None:
+    def broken(lease: Any) -> None:
+        raise RuntimeError("callback bug")
+
+    lease = await store.lock("t", ttl=0.3, on_lost=broken).acquire()
+    backend.raw().delete(lease.key)
+    with pytest.warns(UserWarning, match="callback bug"):
+        assert await async_wait(lease.lost, 5)
+        with pytest.raises(LockLost):
+            await lease.release()

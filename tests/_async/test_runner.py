@@ -53,3 +53,17 @@ async def test_a_run_that_lost_its_lease_cannot_write(store: AsyncStore, backend
             await run.save({"mine": "late"})
     latest = await store.checkpoints.latest("t1")
     assert latest is not None and latest.state == {"successor": True}
+
+
+async def test_a_failure_after_losing_the_lease_does_not_overwrite_the_successor(
+    store: AsyncStore, backend: Backend
+) -> None:
+    with pytest.raises(ValueError, match="boom"):
+        async with store.task("t1", ttl=30) as run:
+            await run.save({"mine": True})
+            backend.raw().delete(run.lease.key)
+            async with store.task("t1") as successor:
+                await successor.save({"successor": True})
+            raise ValueError("boom")  # the failed-checkpoint save is refused, quietly
+    latest = await store.checkpoints.latest("t1")
+    assert latest is not None and latest.state == {"successor": True}

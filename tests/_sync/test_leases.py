@@ -135,6 +135,7 @@ def test_guarded_writes_go_through_while_held(store: Store) -> None:
         store.checkpoints.log("t", {"step": 2}, lease=lease)
         assert store.sessions.delete("t", lease=lease) is True
         assert store.sessions.delete("t", lease=lease) is False
+        assert store.checkpoints.delete("t", lease=lease) is True
 
 
 def test_a_stale_lease_writes_nothing(store: Store, backend: Backend) -> None:
@@ -150,6 +151,7 @@ def test_a_stale_lease_writes_nothing(store: Store, backend: Backend) -> None:
         lambda: store.users.touch("t", ttl=5, lease=old),
         lambda: store.checkpoints.save("t", {"owner": "old"}, lease=old),
         lambda: store.checkpoints.log("t", {"owner": "old"}, lease=old),
+        lambda: store.checkpoints.delete("t", lease=old),
     ]
     for attempt in attempts:
         with pytest.raises(LockLost):
@@ -174,3 +176,37 @@ def test_a_lease_guards_only_its_own_name(store: Store) -> None:
 def test_bad_lease_arguments(store: Store, kwargs: dict[str, Any]) -> None:
     with pytest.raises((ValueError, TypeError)):
         store.lock("t", **kwargs)
+
+
+def test_a_lease_object_can_be_taken_again(store: Store, backend: Backend) -> None:
+    lease = store.lock("t", ttl=0.3)
+    with lease:
+        first_token = lease.token
+    with lease:
+        assert lease.token != first_token and not lease.lost.is_set()
+        assert not sync_wait(lease.lost, 0.6)  # renewed again: 2x the ttl
+        store.users.put("t", {"ok": True}, lease=lease)
+
+
+def test_a_lease_from_another_namespace_is_refused(
+    store: Store, backend: Backend, namespace: str
+) -> None:
+    other = Store(backend.sync_client(), namespace=namespace + "x")
+    with other.lock("t", ttl=30) as foreign:
+        with pytest.raises(ValueError, match="namespace"):
+            store.users.put("t", {}, lease=foreign)
+    other.close()
+
+
+def test_a_failing_on_lost_callback_does_not_break_release(
+    store: Store, backend: Backend
+) -> None:
+    def broken(lease: Any) -> None:
+        raise RuntimeError("callback bug")
+
+    lease = store.lock("t", ttl=0.3, on_lost=broken).acquire()
+    backend.raw().delete(lease.key)
+    with pytest.warns(UserWarning, match="callback bug"):
+        assert sync_wait(lease.lost, 5)
+        with pytest.raises(LockLost):
+            lease.release()

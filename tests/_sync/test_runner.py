@@ -54,3 +54,17 @@ def test_a_run_that_lost_its_lease_cannot_write(store: Store, backend: Backend) 
             run.save({"mine": "late"})
     latest = store.checkpoints.latest("t1")
     assert latest is not None and latest.state == {"successor": True}
+
+
+def test_a_failure_after_losing_the_lease_does_not_overwrite_the_successor(
+    store: Store, backend: Backend
+) -> None:
+    with pytest.raises(ValueError, match="boom"):
+        with store.task("t1", ttl=30) as run:
+            run.save({"mine": True})
+            backend.raw().delete(run.lease.key)
+            with store.task("t1") as successor:
+                successor.save({"successor": True})
+            raise ValueError("boom")  # the failed-checkpoint save is refused, quietly
+    latest = store.checkpoints.latest("t1")
+    assert latest is not None and latest.state == {"successor": True}
