@@ -23,12 +23,13 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 
+from ._ttl import check_ttl
 from .codec import Codec, to_json_value
 from .errors import CodecError, IntegrityError, InvalidId, StateTooLarge
 from .keys import KeySpace
 from .leases import guard_args
 from .mergepatch import merge_patch
-from .records import check_ttl
+from .records import Default
 
 __all__ = ["Checkpoint", "CheckpointSpec", "Restored", "new_checkpoint_id"]
 
@@ -130,8 +131,15 @@ class CheckpointSpec:
         Raises:
             ValueError: the lease is for another task. LockLost: it is known lost.
         """
+        keys = self.keys.task_keys(task_id)
+        if lease is None:
+            return (*keys, keys[0]), ""  # the script reads KEYS[4] only when guarded
         lock_key, value = guard_args(lease, task_id, self.keys.lock(task_id))
-        return (*self.keys.task_keys(task_id), lock_key), value
+        return (*keys, lock_key), value
+
+    def write_ttl(self, ttl: object) -> int:
+        """TTL in ms for a save or log: the store's task TTL unless given."""
+        return self.ttl_ms if isinstance(ttl, Default) else check_ttl(ttl)
 
     # -- writing --------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ from .errors import IntegrityError
 
 __all__ = ["Envelope", "frame", "tail", "unpack"]
 
-MAX_WRITE_ID: Final = 32
 # Versions live in Lua doubles inside the scripts: exact only up to 2**53 - 1. Zero is
 # never stored (a frame has version 0 until the script fills it; create-only means
 # "no record", so a stored 0 would make if_version=0 overwrite it).

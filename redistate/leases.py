@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from typing import Any, Final
 
+from ._ttl import check_ttl
 from .errors import LockLost
 
 __all__ = ["lease_value", "new_token", "wait_budget"]
@@ -42,8 +43,6 @@ def check_wait(wait: object) -> float | None:
 
 
 def check_lease_ttl(ttl: object) -> int:
-    from .records import check_ttl  # records imports this module
-
     ms = check_ttl(ttl, "lease ttl")
     if ms == 0:
         raise ValueError("a lease needs a ttl: a lock without one outlives a crashed holder")
@@ -64,7 +63,7 @@ def wait_budget(
 
 
 def guard_args(lease: Any, entity_id: str, lock_key: str) -> tuple[str, str]:
-    """(lock key, lease value) for a guarded write's script; ("", "") when unguarded.
+    """(lock key, lease value) for a guarded write's script; value "" when unguarded.
 
     Raises:
         ValueError: the lease is for another entity or namespace.

@@ -13,15 +13,14 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ._ttl import MAX_TTL_SECONDS, check_ttl
 from .codec import Codec
 from .envelope import frame, tail, unpack
 from .errors import ConflictError, StateTooLarge
 from .keys import KeySpace
 from .leases import guard_args
 
-__all__ = ["DEFAULT", "Default", "Record", "RecordSpec"]
-
-MAX_TTL_SECONDS: Final = 100 * 365 * 86400  # keeps expiry timestamps far below 2**53 ms
+__all__ = ["DEFAULT", "MAX_TTL_SECONDS", "Default", "Record", "RecordSpec", "check_ttl"]
 
 
 class Default:
@@ -75,22 +74,6 @@ class _WriteIds:
 
 new_write_id: Final = _WriteIds()
 """A write id ([A-Za-z0-9_-], at most 32 chars), so a resent write is recognised."""
-
-
-def check_ttl(ttl: object, what: str = "ttl") -> int:
-    """Seconds (or None for no expiry) -> milliseconds for PX, 0 meaning no expiry."""
-    if type(ttl) is int and 0 < ttl <= MAX_TTL_SECONDS:
-        return ttl * 1000  # the common case, without the float dance below
-    if ttl is None:
-        return 0
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
-        raise TypeError(f"{what} must be seconds as a number or None, got {type(ttl).__name__}")
-    # Plain comparisons: NaN and inf fail them, and huge ints never overflow a float.
-    if not 0 < ttl <= MAX_TTL_SECONDS:
-        raise ValueError(f"{what} must be > 0 and <= {MAX_TTL_SECONDS} seconds, got {ttl!r}")
-    # Never shorter than asked, but 2.007 * 1000 is 2007.0000000000002 in binary floating
-    # point: round away that noise before rounding up.
-    return max(1, math.ceil(round(ttl * 1000, 6)))
 
 
 def check_version(version: object, *, allow_zero: bool = True) -> int:
@@ -155,6 +138,8 @@ class RecordSpec:
         Raises:
             ValueError: the lease is for another id. LockLost: it is known lost.
         """
+        if lease is None:
+            return (key, key), ""  # the script reads KEYS[2] only for a guarded write
         lock_key, value = guard_args(lease, entity_id, self.keys.lock(entity_id))
         return (key, lock_key), value
 

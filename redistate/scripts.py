@@ -22,7 +22,7 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "record_delete": ("_envelope",),
     "checkpoint_save": ("_envelope",),
     "checkpoint_log": ("_envelope",),
-    "checkpoint_read": (),
+    "checkpoint_find": (),
     "lock_acquire": ("_envelope",),
     "lock_release": (),
     "lock_extend": ("_envelope",),

@@ -13,7 +13,7 @@ from ..checkpoints import (
     handoff,
     new_checkpoint_id,
 )
-from ..records import DEFAULT, TTL, Default, check_ttl
+from ..records import DEFAULT, TTL, Default
 from ..scripts import script
 from ._client import Connection
 
@@ -21,7 +21,7 @@ __all__ = ["Checkpoints"]
 
 _SAVE = script("checkpoint_save")
 _LOG = script("checkpoint_log")
-_READ = script("checkpoint_read")
+_FIND = script("checkpoint_find")
 _DELETE = script("checkpoint_delete")
 
 
@@ -39,9 +39,6 @@ class Checkpoints:
     def __init__(self, conn: Connection, spec: CheckpointSpec) -> None:
         self._conn = conn
         self.spec = spec
-
-    def _ttl(self, ttl: TTL) -> int:
-        return self.spec.ttl_ms if isinstance(ttl, Default) else check_ttl(ttl)
 
     def save(
         self,
@@ -78,7 +75,7 @@ class Checkpoints:
         cid = new_checkpoint_id() if checkpoint_id is None else check_id(checkpoint_id)
         blob, digest, stored_meta = self.spec.blob(keys[0], cid, state, phase, progress, metadata)
         fence = getattr(lease, "fence", None) if lease is not None else None
-        args = (*self.spec.save_args(cid, blob, keep, self._ttl(ttl), fence), guard)
+        args = (*self.spec.save_args(cid, blob, keep, self.spec.write_ttl(ttl), fence), guard)
         reply = self._conn.script(_SAVE, keys, args)
         if reply[0] == 1:
             return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)
@@ -106,7 +103,14 @@ class Checkpoints:
         did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
         blob = self.spec.delta_blob(keys[2], delta)
         follow = isinstance(ttl, Default)  # keep the task's current expiry
-        args = (did, blob, self.spec.max_deltas, self._ttl(ttl), 1 if follow else 0, guard)
+        args = (
+            did,
+            blob,
+            self.spec.max_deltas,
+            self.spec.write_ttl(ttl),
+            1 if follow else 0,
+            guard,
+        )
         reply = self._conn.script(_LOG, keys, args)
         return int(reply[1])
 
@@ -153,7 +157,7 @@ class Checkpoints:
             IntegrityError: it is damaged.
         """
         keys = self.spec.task_keys(task_id)
-        reply = self._conn.script(_READ, keys, (0, 0, check_id(checkpoint_id)))
+        reply = self._conn.script(_FIND, keys[:2], (check_id(checkpoint_id),))
         found = self.spec.history(task_id, keys[0], reply)
         return found[0] if found else None
 
