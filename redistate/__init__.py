@@ -21,6 +21,7 @@ from .errors import (
     StateTooLarge,
     StepFailed,
     StepInterrupted,
+    StoreFull,
     StoreUnavailable,
 )
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from .codec import Codec, JsonCodec
     from .keys import KeySpace
     from .records import DEFAULT, Record
+    from .retry import RetryPolicy
 
 __version__ = "0.1.0"
 
@@ -65,6 +67,7 @@ __all__ = [
     "Codec",
     "JsonCodec",
     "KeySpace",
+    "RetryPolicy",
     # errors
     "CodecError",
     "ConflictError",
@@ -77,6 +80,7 @@ __all__ = [
     "StateTooLarge",
     "StepFailed",
     "StepInterrupted",
+    "StoreFull",
     "StoreUnavailable",
 ]
 
@@ -98,6 +102,7 @@ _LAZY = {
     "Codec": ".codec",
     "JsonCodec": ".codec",
     "KeySpace": ".keys",
+    "RetryPolicy": ".retry",
 }
 
 

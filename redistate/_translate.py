@@ -6,9 +6,10 @@ from typing import Any, Final
 
 from redis import exceptions as rex
 
-from .errors import IntegrityError, LockLost, RedistateError, StoreUnavailable
+from .errors import IntegrityError, LockLost, RedistateError, StoreFull, StoreUnavailable
+from .retry import is_transient
 
-__all__ = ["ERRORS", "describe", "translate"]
+__all__ = ["ERRORS", "describe", "translate", "unavailable"]
 
 # What the I/O shells catch around every redis-py call (then pass to translate()).
 ERRORS: Final = (rex.RedisError, OSError)
@@ -34,29 +35,39 @@ def describe(client: Any) -> str:
     return type(client).__name__
 
 
-# Errors a retry may cure: the server is away, loading, failing over or resharding.
-_TRANSIENT = (
-    rex.ConnectionError,
-    rex.TimeoutError,
-    rex.BusyLoadingError,
-    rex.ReadOnlyError,
-    rex.ClusterDownError,
-    rex.TryAgainError,
-    OSError,
+_CREDENTIALS = (
+    rex.AuthenticationError,
+    rex.AuthorizationError,
+    rex.NoPermissionError,
+    rex.ExternalAuthProviderError,
 )
-_CREDENTIALS = (rex.AuthenticationError, rex.AuthorizationError, rex.NoPermissionError)
+
+
+def unavailable(exc: BaseException, address: str, tries: int, seconds: float) -> StoreUnavailable:
+    """The error for a call whose every try failed transiently; raise it ``from exc``."""
+    return StoreUnavailable(
+        f"redis at {address} is unavailable: {exc} (gave up after {tries} tries "
+        f"in {seconds:.2f} s; RetryPolicy sets the bound)"
+    )
 
 
 def translate(exc: BaseException, address: str) -> RedistateError:
     """The redistate error for a redis-py (or socket) error; raise it ``from exc``.
 
-    StoreUnavailable only for conditions a retry may cure; refused credentials and
-    error replies are RedistateError (IntegrityError for values that are not records).
+    StoreUnavailable only for conditions a retry may cure; StoreFull when maxmemory
+    refuses a write; refused credentials and other error replies are RedistateError
+    (IntegrityError for values that are not records).
     """
     if isinstance(exc, _CREDENTIALS):
         return RedistateError(f"redis at {address} refused the credentials: {exc}")
-    if isinstance(exc, _TRANSIENT):
+    if is_transient(exc):
         return StoreUnavailable(f"redis at {address} is unavailable: {exc}")
+    if isinstance(exc, rex.OutOfMemoryError):
+        reason = str(exc).rstrip(".")
+        return StoreFull(
+            f"redis at {address} refused the write: {reason}. Nothing was written; "
+            f"free memory, raise maxmemory or choose an eviction policy"
+        )
     if isinstance(exc, rex.ResponseError):
         message = str(exc)
         if message.startswith("RSLOCKLOST"):

@@ -24,12 +24,12 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from ._ttl import check_ttl
-from .codec import Codec, to_json_value
+from .codec import MAX_DEPTH, Codec, to_json_value
 from .errors import CodecError, IntegrityError, InvalidId, StateTooLarge
 from .keys import KeySpace
 from .leases import guard_args
 from .mergepatch import merge_patch
-from .records import Default
+from .records import Default, check_max_bytes
 
 __all__ = ["Checkpoint", "CheckpointSpec", "Restored", "new_checkpoint_id"]
 
@@ -110,9 +110,8 @@ class CheckpointSpec:
         self.codec = codec
         self.keep = check_keep(keep)
         self.ttl_ms = check_ttl(ttl, "task ttl")
-        if not isinstance(max_bytes, int) or max_bytes <= 0:
-            raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
-        self.max_bytes = max_bytes
+        # A checkpoint is one Redis string too (bools are not sizes).
+        self.max_bytes = check_max_bytes(max_bytes, "checkpoint max_bytes")
         if (
             isinstance(compress_above, bool)
             or not isinstance(compress_above, int)
@@ -126,16 +125,18 @@ class CheckpointSpec:
         return self.keys.task_keys(task_id)
 
     def guarded_keys(self, task_id: str, lease: Any) -> tuple[tuple[str, ...], str]:
-        """(KEYS, lease value) of a write: the task's keys and its id's lock key.
+        """(KEYS, lease value) of a write: the task's keys, its id's lock key and its
+        recent writes.
 
         Raises:
             ValueError: the lease is for another task. LockLost: it is known lost.
         """
         keys = self.keys.task_keys(task_id)
+        writes = self.keys.writes(keys[0])
         if lease is None:
-            return (*keys, keys[0]), ""  # the script reads KEYS[4] only when guarded
+            return (*keys, keys[0], writes), ""  # the script reads KEYS[4] only when guarded
         lock_key, value = guard_args(lease, task_id, self.keys.lock(task_id))
-        return (*keys, lock_key), value
+        return (*keys, lock_key, writes), value
 
     def write_ttl(self, ttl: object) -> int:
         """TTL in ms for a save or log: the store's task TTL unless given."""
@@ -158,6 +159,11 @@ class CheckpointSpec:
         """
         if phase is not None and not isinstance(phase, str):
             raise TypeError(f"phase must be a str or None, got {type(phase).__name__}")
+        if phase is not None and not phase.isascii():
+            try:
+                phase.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"phase {phase!r:.80} is not valid UTF-8: {exc.reason}") from None
         if progress is not None and (
             isinstance(progress, bool)
             or not isinstance(progress, int | float)
@@ -168,15 +174,21 @@ class CheckpointSpec:
             raise TypeError(f"metadata must be a dict or None, got {type(metadata).__name__}")
         state_bytes = self.codec.encode(state, key.encode("utf-8"))
         stored_metadata = to_json_value(metadata or {})
-        meta = orjson.dumps(
-            {
-                "id": checkpoint_id,
-                "phase": phase,
-                "progress": progress,
-                "metadata": stored_metadata,
-            },
-            option=orjson.OPT_SORT_KEYS,
-        )
+        try:
+            meta = orjson.dumps(
+                {
+                    "id": checkpoint_id,
+                    "phase": phase,
+                    "progress": progress,
+                    "metadata": stored_metadata,
+                },
+                option=orjson.OPT_SORT_KEYS,
+            )
+        except orjson.JSONEncodeError as exc:  # the only thing left to fail: depth
+            raise CodecError(
+                f"cannot encode metadata: nesting deeper than {MAX_DEPTH - 1} levels "
+                f"(it is stored one level down, in the checkpoint's meta object): {exc}"
+            ) from exc
         if len(state_bytes) + len(meta) > self.max_bytes:
             raise StateTooLarge(len(state_bytes) + len(meta), self.max_bytes, key)
         compress = len(state_bytes) > self.compress_above

@@ -58,6 +58,11 @@ def find_unserializable(value: Any, path: str = "$", depth: int = 0) -> tuple[st
     """
     if depth > MAX_DEPTH:
         return path, f"nesting deeper than {MAX_DEPTH} levels (or a reference cycle)"
+    if isinstance(value, str):
+        bad = None if value.isascii() else _lone_surrogate(value)
+        return None if bad is None else (path, f"str with {bad}")
+    if isinstance(value, enum.Enum):  # orjson writes the member's value
+        return find_unserializable(value.value, path, depth)
     if isinstance(value, _LEAVES):
         return None
     if isinstance(value, float):
@@ -69,10 +74,15 @@ def find_unserializable(value: Any, path: str = "$", depth: int = 0) -> tuple[st
             return None
         return path, f"integer {str(value)[:40]} (beyond the 64-bit range kept exactly)"
     children: Any
+    if depth >= MAX_DEPTH and (isinstance(value, dict | list) or type(value) is tuple):
+        # orjson refuses the container one level below its limit, even an empty one.
+        return path, f"nesting deeper than {MAX_DEPTH} levels (or a reference cycle)"
     if isinstance(value, dict):
         for k in value:
-            if not isinstance(k, str):
+            if type(k) is not str:  # orjson refuses str subclasses as keys too
                 return f"{path}[{k!r}]", f"dict key of type {type(k).__name__} (keys must be str)"
+            if not k.isascii() and (bad := _lone_surrogate(k)):
+                return f"{path}[{k!r}]", f"dict key with {bad}"
         children = ((f"{path}.{k}" if k.isidentifier() else f"{path}[{k!r}]", v)
                     for k, v in value.items())  # fmt: skip
     elif isinstance(value, list) or type(value) is tuple:
@@ -90,6 +100,15 @@ def find_unserializable(value: Any, path: str = "$", depth: int = 0) -> tuple[st
         found = find_unserializable(child, child_path, depth + 1)
         if found:
             return found
+    return None
+
+
+def _lone_surrogate(text: str) -> str | None:
+    """What makes ``text`` impossible to write as UTF-8 (orjson refuses it), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate {text[exc.start : exc.end]!r} at index {exc.start} (not UTF-8)"
     return None
 
 

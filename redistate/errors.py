@@ -14,6 +14,7 @@ __all__ = [
     "StateTooLarge",
     "StepFailed",
     "StepInterrupted",
+    "StoreFull",
     "StoreUnavailable",
 ]
 
@@ -79,3 +80,8 @@ class CodecError(RedistateError, TypeError):
 
 class StoreUnavailable(RedistateError):
     """The server could not be reached or did not answer in time."""
+
+
+class StoreFull(RedistateError):
+    """The server refused a write for want of memory (maxmemory with noeviction).
+    Nothing was written: scripts check memory before their first write."""

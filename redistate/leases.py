@@ -66,12 +66,17 @@ def guard_args(lease: Any, entity_id: str, lock_key: str) -> tuple[str, str]:
     """(lock key, lease value) for a guarded write's script; value "" when unguarded.
 
     Raises:
+        TypeError: ``lease`` is not a lease (from ``store.lock()``).
         ValueError: the lease is for another entity or namespace.
         LockLost: the lease is already known to be lost.
     """
     if lease is None:
         return lock_key, ""
     name = getattr(lease, "name", None)
+    if not isinstance(name, str) or not hasattr(lease, "lost") or not hasattr(lease, "key"):
+        raise TypeError(
+            f"lease= must be a lease from store.lock() or None, got {type(lease).__name__}"
+        )
     if name != entity_id:
         raise ValueError(f"lease {name!r} guards entities named {name!r}, not {entity_id!r}")
     if getattr(lease, "key", None) != lock_key:

@@ -92,13 +92,13 @@ def check_attempts(attempts: object) -> int:
     return attempts
 
 
-def check_max_bytes(max_bytes: object) -> int:
+def check_max_bytes(max_bytes: object, what: str = "max_bytes") -> int:
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
-        raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+        raise ValueError(f"{what} must be a positive int, got {max_bytes!r}")
     # Redis strings stop at 512 MiB; keep room for the envelope.
     limit = 512 * 1024 * 1024 - 4096
     if max_bytes > limit:
-        raise ValueError(f"max_bytes {max_bytes} is over Redis's string limit ({limit})")
+        raise ValueError(f"{what} {max_bytes} is over Redis's string limit ({limit})")
     return max_bytes
 
 
@@ -132,16 +132,20 @@ class RecordSpec:
         self._key_cache: dict[str, str] = {}
         keys.record_pattern(kind)  # validates the kind once, up front
 
-    def guarded_keys(self, entity_id: str, key: str, lease: Any) -> tuple[tuple[str, str], str]:
-        """(KEYS, lease value) of a write: the record key and its id's lock key.
+    def guarded_keys(
+        self, entity_id: str, key: str, lease: Any
+    ) -> tuple[tuple[str, str, str], str]:
+        """(KEYS, lease value) of a write: the record key, its id's lock key and its
+        recent writes.
 
         Raises:
             ValueError: the lease is for another id. LockLost: it is known lost.
         """
+        writes = self.keys.writes(key)
         if lease is None:
-            return (key, key), ""  # the script reads KEYS[2] only for a guarded write
+            return (key, key, writes), ""  # the script reads KEYS[2] only when guarded
         lock_key, value = guard_args(lease, entity_id, self.keys.lock(entity_id))
-        return (key, lock_key), value
+        return (key, lock_key, writes), value
 
     def key(self, entity_id: str) -> str:
         # Agents address the same few ids over and over; a small cache saves the
@@ -190,12 +194,15 @@ class RecordSpec:
         *,
         keep: bool = False,
         lease: str = "",
+        memory_ms: int = 0,
     ) -> tuple[Any, ...]:
         """ARGV of record_put: expected version, ttl, framed value, its header tail
-        (schema and write id), keep-TTL flag, guarding lease value ("" for none)."""
+        (schema and write id), keep-TTL flag, guarding lease value ("" for none), how
+        long a write id is remembered once overwritten."""
         write = tail(self.schema, write_id)
         expected_arg = "" if expected is None else expected
-        return (expected_arg, ttl_ms, frame(write, payload), write, 1 if keep else 0, lease)
+        keep_arg = 1 if keep else 0
+        return (expected_arg, ttl_ms, frame(write, payload), write, keep_arg, lease, memory_ms)
 
     def written(
         self, entity_id: str, key: str, data: Any, expected: int | None, reply: Any
@@ -208,6 +215,8 @@ class RecordSpec:
         status, version = int(reply[0]), int(reply[1])
         if status == 0:
             raise ConflictError(key, expected if expected is not None else -1, version)
+        # 2: a resend of the current value; 3: of a write overwritten since, whose
+        # version it reports, with the record's current expiry.
         return Record(entity_id, data, version, _expiry(int(reply[2])))
 
     def record(self, entity_id: str, key: str, raw: bytes | None) -> Record | None:

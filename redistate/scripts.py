@@ -24,10 +24,11 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "checkpoint_log": ("_envelope",),
     "checkpoint_find": (),
     "lock_acquire": ("_envelope",),
-    "lock_release": (),
+    "lock_release": ("_envelope",),
     "lock_extend": ("_envelope",),
     "lock_abandon": (),
     "checkpoint_delete": ("_envelope",),
+    "read_lists": (),
 }
 
 

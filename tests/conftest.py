@@ -122,3 +122,13 @@ def roundtrips(server_backend: Backend) -> Iterator[RoundTrips]:
     counter = RoundTrips(server_backend.raw())
     yield counter
     counter.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fault-injection counts (tests/test_faults.py), one row per fault and backend."""
+    from tests.faults import REPORTS, table
+
+    if REPORTS:
+        terminalreporter.section("fault injection: acknowledged / found / duplicated")
+        for line in table():
+            terminalreporter.write_line(line)

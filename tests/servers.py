@@ -58,6 +58,7 @@ class Server:
     process: subprocess.Popen[bytes]
     version: str = ""
     extra: tuple[str, ...] = field(default_factory=tuple)
+    args: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def url(self) -> str:
@@ -65,6 +66,21 @@ class Server:
 
     def client(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+
+    def kill(self) -> None:
+        """SIGKILL: the server dies without a chance to save or flush anything."""
+        self.process.kill()
+        self.process.wait()
+
+    def restart(self) -> None:
+        """Start the server again on the same port and directory (after kill or stop):
+        it reloads whatever it persisted."""
+        if self.process.poll() is None:
+            raise RuntimeError("the server is still running")
+        self.process = subprocess.Popen(
+            list(self.args), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
+        _wait_ready(self, time.monotonic() + 30)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -103,7 +119,8 @@ def _wait_ready(server: Server, deadline: float) -> None:
 
 
 def start_server(binary: str, *extra: str, persistence: bool = False) -> Server:
-    """Start ``binary`` on a free port; retries if another process grabbed the port."""
+    """Start ``binary`` on a free port; retries if another process grabbed the port.
+    With ``persistence`` the server's own defaults apply unless ``extra`` sets them."""
     last: Exception | None = None
     for _ in range(5):
         port = free_port()
@@ -125,7 +142,7 @@ def start_server(binary: str, *extra: str, persistence: bool = False) -> Server:
             args += ["--save", "", "--appendonly", "no"]
         args += list(extra)
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        server = Server(binary, port, workdir, proc, extra=tuple(extra))
+        server = Server(binary, port, workdir, proc, extra=tuple(extra), args=tuple(args))
         try:
             _wait_ready(server, time.monotonic() + 15)
             return server

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from redistate import AsyncStore, IntegrityError, Store, StoreUnavailable
+from redistate import AsyncStore, IntegrityError, RetryPolicy, Store, StoreUnavailable
 from tests.conftest import Backend
 from tests.servers import free_port
 
@@ -63,7 +63,9 @@ def silent_server() -> Iterator[int]:
 
 
 def test_a_silent_server_fails_within_the_timeout(silent_server: int) -> None:
-    store = Store.from_url(f"redis://127.0.0.1:{silent_server}/0", timeout=0.3)
+    store = Store.from_url(
+        f"redis://127.0.0.1:{silent_server}/0", timeout=0.3, retry=RetryPolicy(attempts=1)
+    )
     started = time.monotonic()
     with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{silent_server}"):
         store.users.put("u", {"a": 1})
@@ -71,12 +73,24 @@ def test_a_silent_server_fails_within_the_timeout(silent_server: int) -> None:
     assert time.monotonic() - started < 3
 
 
-async def test_a_silent_server_fails_within_the_timeout_async(silent_server: int) -> None:
-    store = AsyncStore.from_url(f"redis://127.0.0.1:{silent_server}/0", timeout=0.3)
+def test_a_silent_server_fails_within_the_retry_bound(silent_server: int) -> None:
+    policy = RetryPolicy(deadline=1.0)
+    store = Store.from_url(f"redis://127.0.0.1:{silent_server}/0", timeout=0.3, retry=policy)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match=r"gave up after \d+ tries") as info:
+        store.users.put("u", {"a": 1})
+    # At most the deadline plus two socket timeouts (slack for a loaded CI machine).
+    assert time.monotonic() - started < 1.0 + 2 * 0.3 + 1.5
+    assert store._conn.resends >= 1 and isinstance(info.value.__cause__, redis.TimeoutError)
+
+
+async def test_a_silent_server_fails_within_the_retry_bound_async(silent_server: int) -> None:
+    policy = RetryPolicy(deadline=1.0)
+    store = AsyncStore.from_url(f"redis://127.0.0.1:{silent_server}/0", timeout=0.3, retry=policy)
     started = time.monotonic()
     with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{silent_server}"):
         await store.users.put("u", {"a": 1})
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 1.0 + 2 * 0.3 + 1.5
     await store.aclose()
 
 

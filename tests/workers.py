@@ -125,3 +125,52 @@ def hold_then_write(url: str, namespace: str) -> None:
         print("saved", flush=True)
     except LockLost:
         print("LockLost", flush=True)
+
+
+def append_tag(collection: Any, record: str, tag: str) -> Any:
+    """A read-modify-write that a duplicate or a lost update would show: append ``tag``
+    to the record's list."""
+
+    def add(data: dict[str, Any]) -> dict[str, Any]:
+        return {"tags": [*data.get("tags", []), tag]}
+
+    return collection.update(record, add)
+
+
+def append_writes(
+    url: str,
+    namespace: str,
+    worker: int,
+    count: int,
+    records: int,
+    progress: Any,
+    timeout: float = 2.0,
+) -> dict[str, Any]:
+    """Append ``count`` tags to shared lists (read-modify-write updates, the kind a
+    duplicate would show) while faults are injected; set ``progress`` a quarter in.
+
+    Returns the tags acknowledged, those whose write raised StoreUnavailable, and the
+    store's resend counters.
+    """
+    from redistate import StoreUnavailable
+
+    store = Store.from_url(url, namespace=namespace, timeout=timeout)
+    acknowledged: list[str] = []
+    failed: list[str] = []
+    for i in range(count):
+        tag = f"{worker}:{i}"
+        try:
+            append_tag(store.users, f"r{i % records}", tag)
+            acknowledged.append(tag)
+        except StoreUnavailable:
+            failed.append(tag)
+        if i == count // 4:
+            progress.set()
+    conn = store._conn
+    store.close()
+    return {
+        "acknowledged": acknowledged,
+        "failed": failed,
+        "resends": conn.resends,
+        "recovered": conn.recovered,
+    }

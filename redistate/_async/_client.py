@@ -1,29 +1,48 @@
-"""The only place that talks to redis-py: commands, scripts, error translation."""
+"""The only place that talks to redis-py: commands, scripts, retries, error translation."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import functools
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, cast
 
 from redis import exceptions as rex
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_random_exponential,
+)
 
-from .._translate import ERRORS, describe, translate
-from ..scripts import Script
+from .._translate import ERRORS, describe, translate, unavailable
+from ..retry import RetryPolicy, is_transient
+from ..scripts import Script, script
 
 __all__ = ["AsyncConnection"]
+
+_READ_LISTS = script("read_lists")
 
 # try/except rather than a context manager: free on the happy path, which is every call.
 
 
 class AsyncConnection:
-    """A redis-py client (standalone, Sentinel master or Cluster) and the scripts it
-    runs. One per store; the store owns and closes the client."""
+    """A redis-py client (standalone, Sentinel master or Cluster), the scripts it runs
+    and the store's retry policy. One per store; the store owns and closes the client.
 
-    __slots__ = ("address", "client", "timeout")
+    Every call is tried once; a transient failure hands it to :meth:`_recover`, which
+    sends it again under the policy. Scripts are safe to send again: each write
+    carries an id the server remembers for ``memory_ms`` (0 when never retrying).
+    """
 
-    def __init__(self, client: Redis | RedisCluster) -> None:
+    __slots__ = ("address", "client", "memory_ms", "policy", "recovered", "resends", "timeout")
+
+    def __init__(self, client: Redis | RedisCluster, policy: RetryPolicy | None = None) -> None:
         if not isinstance(client, Redis | RedisCluster):
             raise TypeError(
                 f"AsyncConnection needs a redis.asyncio.Redis or RedisCluster client, "
@@ -35,6 +54,9 @@ class AsyncConnection:
             )
         self.client = client
         self.address = describe(client)
+        # One layer of retries: redis-py's would resend a script behind our back and
+        # multiply with ours.
+        client.set_retry(Retry(NoBackoff(), 0))
         # Blocking waits must end before the socket read times out. The options live
         # on the pool, on a cluster client itself, or on a cluster's node manager.
         holders = (
@@ -47,58 +69,96 @@ class AsyncConnection:
             {},
         )
         self.timeout: float | None = kwargs.get("socket_timeout")
+        self.policy = RetryPolicy() if policy is None else policy
+        self.memory_ms = self.policy.memory_ms(self.timeout)
+        self.resends = 0  # tries after a transient failure, for tests and metrics
+        self.recovered = 0  # calls that succeeded only on a later try
+
+    async def _recover(self, first: BaseException, call: Callable[[], Any]) -> Any:
+        """Try ``call`` again after its first try failed with ``first``; translate."""
+        if not (self.policy.retries and is_transient(first)):
+            raise translate(first, self.address) from first
+        policy = self.policy
+        started = time.monotonic()
+        tries = 1
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(policy.attempts - 1) | stop_before_delay(policy.deadline),
+            wait=wait_random_exponential(multiplier=policy.base, max=policy.cap),
+            retry=retry_if_exception(is_transient),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    tries += 1
+                    self.resends += 1
+                    result = await call()
+            self.recovered += 1
+            return result
+        except ERRORS as exc:
+            if is_transient(exc):
+                raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
+            raise translate(exc, self.address) from exc
 
     async def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
         load it and send it again: two extra round trips, once per server."""
+        try:
+            return await self._evalsha(script, keys, args)
+        except ERRORS as exc:
+            return await self._recover(exc, lambda: self._evalsha(script, keys, args))
+
+    async def _evalsha(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         # execute_command directly: the same wire call as evalsha(), fewer Python frames.
         execute: Any = self.client.execute_command
         try:
-            try:
-                return await execute("EVALSHA", script.sha, len(keys), *keys, *args)
-            except rex.NoScriptError:
-                await self.client.script_load(script.source)
-                return await execute("EVALSHA", script.sha, len(keys), *keys, *args)
-        except ERRORS as exc:
-            raise translate(exc, self.address) from exc
+            return await execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except rex.NoScriptError:
+            await self.client.script_load(script.source)
+            return await execute("EVALSHA", script.sha, len(keys), *keys, *args)
 
     async def get(self, key: str) -> bytes | None:
         try:
             # decode_responses is refused in __init__, so replies are bytes.
             return cast("bytes | None", await self.client.get(key))
         except ERRORS as exc:
-            raise translate(exc, self.address) from exc
+            return cast("bytes | None", await self._recover(exc, lambda: self.client.get(key)))
 
     async def pttl(self, key: str) -> int:
         try:
             return int(await self.client.pttl(key))
         except ERRORS as exc:
-            raise translate(exc, self.address) from exc
-
-    async def delete(self, *keys: str) -> int:
-        """DEL; every key given must share one hash slot (cluster-safe)."""
-        try:
-            return int(await self.client.delete(*keys))
-        except ERRORS as exc:
-            raise translate(exc, self.address) from exc
+            return int(await self._recover(exc, lambda: self.client.pttl(key)))
 
     async def blpop(self, key: str, timeout: float) -> Any:
         """BLPOP with a timeout in seconds (fractions allowed since Redis 6)."""
+        seconds = max(timeout, 0.001)
         try:
-            return await self.client.blpop([key], timeout=max(timeout, 0.001))
+            return await self.client.blpop([key], timeout=seconds)
         except ERRORS as exc:
-            raise translate(exc, self.address) from exc
+            return await self._recover(exc, lambda: self.client.blpop([key], timeout=seconds))
 
-    async def transaction(self, *commands: tuple[Any, ...]) -> list[Any]:
-        """Send ``commands`` as one MULTI/EXEC: one round trip, applied atomically.
-        Every key must share one hash slot."""
+    async def lranges(self, *ranges: tuple[str, int, int]) -> list[list[bytes]]:
+        """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
+        consistent view, and list elements never pass through Lua. Every key must share
+        one hash slot. A read, so a resend is safe."""
         try:
-            async with self.client.pipeline(transaction=True) as pipe:
-                for command in commands:
-                    pipe.execute_command(*command)
-                return list(await pipe.execute())
+            return await self._lranges(ranges)
+        except rex.OutOfMemoryError:
+            # Over maxmemory the server refuses whatever is queued in MULTI, reads too;
+            # a script that only reads still runs.
+            keys = [r[0] for r in ranges]
+            args = [bound for r in ranges for bound in r[1:]]
+            return cast("list[list[bytes]]", await self.script(_READ_LISTS, keys, args))
         except ERRORS as exc:
-            raise translate(exc, self.address) from exc
+            retry = functools.partial(self._lranges, ranges)
+            return cast("list[list[bytes]]", await self._recover(exc, retry))
+
+    async def _lranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[list[bytes]]:
+        async with self.client.pipeline(transaction=True) as pipe:
+            for key, start, stop in ranges:
+                pipe.lrange(key, start, stop)
+            return list(await pipe.execute())
 
     async def scan(self, pattern: str, count: int = 1000) -> AsyncIterator[bytes]:
         """Every key matching ``pattern`` (SCAN; never KEYS). On a cluster client this
@@ -106,13 +166,19 @@ class AsyncConnection:
         cursor: int = 0
         while True:
             try:
-                cursor, batch = await self.client.scan(cursor, match=pattern, count=count)
+                cursor, batch = await self._scan(cursor, pattern, count)
             except ERRORS as exc:
-                raise translate(exc, self.address) from exc
+                # The same cursor again: SCAN is a read, resending it is harmless.
+                retry = functools.partial(self._scan, cursor, pattern, count)
+                cursor, batch = await self._recover(exc, retry)
             for key in batch:
                 yield cast(bytes, key)
             if not cursor:
                 return
+
+    async def _scan(self, cursor: int, pattern: str, count: int) -> tuple[int, list[Any]]:
+        reply = await self.client.scan(cursor, match=pattern, count=count)
+        return cast("tuple[int, list[Any]]", reply)
 
     async def aclose(self) -> None:
         try:

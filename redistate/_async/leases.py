@@ -57,10 +57,13 @@ class AsyncLease:
         self.name = name
         self.key = keys.lock(name)
         self._wake = keys.lock_wake(name)
+        self._released = keys.lock_released(name)
         self._keys = (self.key, keys.fence(name), self._wake)
         self.ttl_ms = check_lease_ttl(ttl)
         self.wait = check_wait(wait)
         self.renew = renew
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be a callable or None, got {type(on_lost).__name__}")
         self.on_lost = on_lost
         self.token = new_token()
         self.fence: int | None = None
@@ -161,7 +164,9 @@ class AsyncLease:
         self._renewer = None
         if value is None:
             raise LockLost(f"lease {self.name!r} is not held")
-        released = await self._conn.script(_RELEASE, (self.key, self._wake), (value,))
+        released = await self._conn.script(
+            _RELEASE, (self.key, self._wake, self._released), (value, self._conn.memory_ms)
+        )
         self.fence = None
         if int(released) != 1:
             await self._mark_lost()

@@ -107,7 +107,15 @@ class AsyncCollection:
     ) -> Record:
         keys, guard = self.spec.guarded_keys(id, key, lease)
         payload = self.spec.encode(key, data)
-        args = self.spec.put_args(expected, ttl_ms, new_write_id(), payload, keep=keep, lease=guard)
+        args = self.spec.put_args(
+            expected,
+            ttl_ms,
+            new_write_id(),
+            payload,
+            keep=keep,
+            lease=guard,
+            memory_ms=self._conn.memory_ms,
+        )
         reply = await self._conn.script(_PUT, keys, args)
         return self.spec.written(id, key, data, expected, reply)
 
@@ -170,20 +178,17 @@ class AsyncCollection:
         return reply is not None
 
     async def delete(self, id: str, *, if_version: int | None = None, lease: Any = None) -> bool:
-        """Delete; True if it existed. A DEL, or a script when ``if_version`` is given.
+        """Delete; True if it existed (one script: a resent delete reports what the
+        first send did).
 
         Raises:
             ConflictError: the current version is not ``if_version``.
         """
         key = self.spec.key(id)
-        if if_version is None and lease is None:
-            return await self._conn.delete(key) == 1
         expected = None if if_version is None else check_version(if_version, allow_zero=False)
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        reply = await self._conn.script(
-            _DELETE, keys, ("" if expected is None else expected, guard)
-        )
-        return self.spec.deleted(key, expected, reply)
+        args = ("" if expected is None else expected, guard, new_write_id(), self._conn.memory_ms)
+        return self.spec.deleted(key, expected, await self._conn.script(_DELETE, keys, args))
 
     async def ttl(self, id: str) -> float | None:
         """Seconds left (PTTL): None if absent, ``math.inf`` if it never expires."""

@@ -16,6 +16,7 @@ from ..codec import Codec, JsonCodec
 from ..errors import InvalidId
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
+from ..retry import RetryPolicy, check_timeout
 from ._client import AsyncConnection
 from .checkpoints import AsyncCheckpoints
 from .leases import AsyncLease
@@ -48,6 +49,10 @@ class AsyncStore:
             compression).
         checkpoint_compress_above: states whose JSON is larger are zlib-compressed.
         checkpoint_max_deltas: deltas a task's log holds before ``log`` refuses more.
+        retry: when a call that failed transiently is sent again (default
+            ``RetryPolicy()``; ``RetryPolicy(attempts=1)`` never retries). The store
+            turns the client's own redis-py retries off: one layer retries, and it
+            knows that every write is safe to resend.
     """
 
     def __init__(
@@ -64,10 +69,18 @@ class AsyncStore:
         checkpoint_max_bytes: int = 16 * MIB,
         checkpoint_compress_above: int = 16 * 1024,
         checkpoint_max_deltas: int = 1000,
+        retry: RetryPolicy | None = None,
     ) -> None:
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
+        if codec is not None and not isinstance(codec, Codec):
+            raise TypeError(
+                f"codec must have encode(value, context) and decode(data, context), "
+                f"got {type(codec).__name__}: {codec!r:.80}"
+            )
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
-        self._conn = AsyncConnection(client)
+        self._conn = AsyncConnection(client, retry)
         self._max_bytes = max_bytes
         self._attempts = update_attempts
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
@@ -101,17 +114,20 @@ class AsyncStore:
         checkpoint_max_bytes: int = 16 * MIB,
         checkpoint_compress_above: int = 16 * 1024,
         checkpoint_max_deltas: int = 1000,
+        retry: RetryPolicy | None = None,
         **redis_options: Any,
     ) -> AsyncStore:
         """Connect to a ``redis://``, ``rediss://`` or ``unix://`` URL.
 
-        ``timeout`` bounds connecting and each reply (then StoreUnavailable).
-        redis-py's own retries are switched off so that one layer owns resends;
-        other keyword arguments go to ``redis.asyncio.Redis.from_url``.
+        ``timeout`` bounds connecting and each reply; ``retry`` says how often and how
+        long a call is tried before StoreUnavailable. redis-py's own retries are off:
+        one layer owns resends. Other keyword arguments go to
+        ``redis.asyncio.Redis.from_url``.
         """
+        seconds = check_timeout(timeout)
         options: dict[str, Any] = {
-            "socket_timeout": timeout,
-            "socket_connect_timeout": timeout,
+            "socket_timeout": seconds,
+            "socket_connect_timeout": seconds,
             "retry": Retry(NoBackoff(), 0),
         }
         options.update(redis_options)
@@ -128,6 +144,7 @@ class AsyncStore:
             checkpoint_max_bytes=checkpoint_max_bytes,
             checkpoint_compress_above=checkpoint_compress_above,
             checkpoint_max_deltas=checkpoint_max_deltas,
+            retry=retry,
         )
 
     @classmethod
@@ -137,6 +154,11 @@ class AsyncStore:
         from ..embedded import async_client
 
         return cls(async_client(), namespace=namespace, **options)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy in force."""
+        return self._conn.policy
 
     @property
     def client(self) -> Redis | RedisCluster:

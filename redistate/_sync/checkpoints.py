@@ -110,6 +110,7 @@ class Checkpoints:
             self.spec.write_ttl(ttl),
             1 if follow else 0,
             guard,
+            self._conn.memory_ms,
         )
         reply = self._conn.script(_LOG, keys, args)
         return int(reply[1])
@@ -141,13 +142,10 @@ class Checkpoints:
         """The newest ``count`` entries and blobs (0: all), and the delta log if asked:
         one MULTI/EXEC, so blobs are not copied through Lua."""
         last = count - 1
-        commands: list[tuple[Any, ...]] = [
-            ("LRANGE", keys[1], 0, last),
-            ("LRANGE", keys[0], 0, last),
-        ]
+        ranges = [(keys[1], 0, last), (keys[0], 0, last)]
         if deltas:
-            commands.append(("LRANGE", keys[2], 0, -1))
-        reply = self._conn.transaction(*commands)
+            ranges.append((keys[2], 0, -1))
+        reply: list[Any] = self._conn.lranges(*ranges)
         return reply if deltas else [*reply, []]
 
     def get(self, task_id: str, checkpoint_id: str) -> Checkpoint | None:
@@ -176,9 +174,9 @@ class Checkpoints:
         return handoff(task_id, self.restore(task_id))
 
     def delete(self, task_id: str, *, lease: Any = None) -> bool:
-        """Remove every key of the task; True if it had any. With ``lease=`` the delete
-        is guarded (LockLost, and nothing deleted, unless the lease still holds)."""
-        if lease is None:
-            return self._conn.delete(*self.spec.task_keys(task_id)) > 0
+        """Remove every key of the task; True if it had any (a resend reports what the
+        first send did). With ``lease=`` the delete is guarded (LockLost, and nothing
+        deleted, unless the lease still holds)."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
-        return int(self._conn.script(_DELETE, keys, (guard,))) > 0
+        args = (guard, new_checkpoint_id(), self._conn.memory_ms)
+        return int(self._conn.script(_DELETE, keys, args)) > 0

@@ -58,10 +58,13 @@ class Lease:
         self.name = name
         self.key = keys.lock(name)
         self._wake = keys.lock_wake(name)
+        self._released = keys.lock_released(name)
         self._keys = (self.key, keys.fence(name), self._wake)
         self.ttl_ms = check_lease_ttl(ttl)
         self.wait = check_wait(wait)
         self.renew = renew
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be a callable or None, got {type(on_lost).__name__}")
         self.on_lost = on_lost
         self.token = new_token()
         self.fence: int | None = None
@@ -162,7 +165,9 @@ class Lease:
         self._renewer = None
         if value is None:
             raise LockLost(f"lease {self.name!r} is not held")
-        released = self._conn.script(_RELEASE, (self.key, self._wake), (value,))
+        released = self._conn.script(
+            _RELEASE, (self.key, self._wake, self._released), (value, self._conn.memory_ms)
+        )
         self.fence = None
         if int(released) != 1:
             self._mark_lost()

@@ -17,6 +17,7 @@ from ..codec import Codec, JsonCodec
 from ..errors import InvalidId
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
+from ..retry import RetryPolicy, check_timeout
 from ._client import Connection
 from .checkpoints import Checkpoints
 from .leases import Lease
@@ -49,6 +50,10 @@ class Store:
             compression).
         checkpoint_compress_above: states whose JSON is larger are zlib-compressed.
         checkpoint_max_deltas: deltas a task's log holds before ``log`` refuses more.
+        retry: when a call that failed transiently is sent again (default
+            ``RetryPolicy()``; ``RetryPolicy(attempts=1)`` never retries). The store
+            turns the client's own redis-py retries off: one layer retries, and it
+            knows that every write is safe to resend.
     """
 
     def __init__(
@@ -65,10 +70,18 @@ class Store:
         checkpoint_max_bytes: int = 16 * MIB,
         checkpoint_compress_above: int = 16 * 1024,
         checkpoint_max_deltas: int = 1000,
+        retry: RetryPolicy | None = None,
     ) -> None:
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
+        if codec is not None and not isinstance(codec, Codec):
+            raise TypeError(
+                f"codec must have encode(value, context) and decode(data, context), "
+                f"got {type(codec).__name__}: {codec!r:.80}"
+            )
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
-        self._conn = Connection(client)
+        self._conn = Connection(client, retry)
         self._max_bytes = max_bytes
         self._attempts = update_attempts
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
@@ -102,17 +115,20 @@ class Store:
         checkpoint_max_bytes: int = 16 * MIB,
         checkpoint_compress_above: int = 16 * 1024,
         checkpoint_max_deltas: int = 1000,
+        retry: RetryPolicy | None = None,
         **redis_options: Any,
     ) -> Store:
         """Connect to a ``redis://``, ``rediss://`` or ``unix://`` URL.
 
-        ``timeout`` bounds connecting and each reply (then StoreUnavailable).
-        redis-py's own retries are switched off so that one layer owns resends;
-        other keyword arguments go to ``redis.Redis.from_url``.
+        ``timeout`` bounds connecting and each reply; ``retry`` says how often and how
+        long a call is tried before StoreUnavailable. redis-py's own retries are off:
+        one layer owns resends. Other keyword arguments go to
+        ``redis.Redis.from_url``.
         """
+        seconds = check_timeout(timeout)
         options: dict[str, Any] = {
-            "socket_timeout": timeout,
-            "socket_connect_timeout": timeout,
+            "socket_timeout": seconds,
+            "socket_connect_timeout": seconds,
             "retry": Retry(NoBackoff(), 0),
         }
         options.update(redis_options)
@@ -129,6 +145,7 @@ class Store:
             checkpoint_max_bytes=checkpoint_max_bytes,
             checkpoint_compress_above=checkpoint_compress_above,
             checkpoint_max_deltas=checkpoint_max_deltas,
+            retry=retry,
         )
 
     @classmethod
@@ -138,6 +155,11 @@ class Store:
         from ..embedded import sync_client
 
         return cls(sync_client(), namespace=namespace, **options)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy in force."""
+        return self._conn.policy
 
     @property
     def client(self) -> Redis | RedisCluster:

@@ -70,6 +70,29 @@ local function rs_guard(lock_key, lease)
   return nil
 end
 
+-- The write id inside a header tail "<schema>,<write_id>\n".
+local function rs_wid(tail)
+  return string.match(tail, ',([%w_-]+)\n$')
+end
+
+-- A number as Redis must get it: plain digits (Lua would print 1.7e+15, losing digits).
+local function rs_int(n)
+  return string.format('%.0f', n)
+end
+
+-- Remember, for memory_ms, that operation `id` is done with result `score` (a record's
+-- version, or a time): a resend of it finds it here with ZSCORE and is not applied
+-- again. Scores are never below the time of the write in µs (versions are
+-- max(previous + 1, now)), so old entries are trimmed by score; one write in eight
+-- trims (it is O(log n) either way), and the key expires when writes stop.
+local function rs_remember(key, id, score, now_us, memory_ms)
+  redis.call('ZADD', key, rs_int(score), id)
+  redis.call('PEXPIRE', key, memory_ms)
+  if now_us % 8 == 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. rs_int(now_us - memory_ms * 1000))
+  end
+end
+
 local function rs_now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])

@@ -12,8 +12,8 @@ ARGV[6]  lease value the write is guarded by, or "" (unguarded)
 returns  {1, entry}: saved, entry is its id-list element;
          {0, entry, blob}: this id is already in the history (a resent save): nothing
          changed, the stored checkpoint is returned
-errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock.
-         Both before any write.
+errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock
+         (checked after the resend lookup). Both before any write.
 seq is the highest stored seq + 1: strictly increasing per task, under any number of
 concurrent savers (scripts run one at a time). The id scan costs O(keep).
 ]]
@@ -22,9 +22,6 @@ if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^
     or keep < 1 or keep > 100000 or not ttl_ms or not string.match(ARGV[5], '^%d+$') then
   return redis.error_reply('RSARG malformed arguments to checkpoint_save')
 end
-local lost = rs_guard(KEYS[4], ARGV[6])
-if lost then return lost end
-
 -- A damaged entry is skipped (restore skips its checkpoint too), never fatal: the
 -- next saves go on and the trim drops it in time.
 local entries = redis.call('LRANGE', KEYS[2], 0, -1)
@@ -36,6 +33,9 @@ for i, entry in ipairs(entries) do
     if eid == id then return {0, entry, redis.call('LINDEX', KEYS[1], i - 1)} end
   end
 end
+-- After the resend check: a save made while the lease held is reported as made.
+local lost = rs_guard(KEYS[4], ARGV[6])
+if lost then return lost end
 
 local entry = string.format('%016.0f,%013.0f,%s,%s,%s',
   seq + 1, math.floor(rs_now_us() / 1000), ARGV[5], id, parent)

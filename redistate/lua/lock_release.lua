@@ -1,14 +1,24 @@
 --[[ lock_release: give a lease back, only if this lease still holds it; wake a waiter.
 KEYS[1]  lock key
 KEYS[2]  wake-up list waiters block on (BLPOP)
+KEYS[3]  the lock's last released value, kept ARGV[2] ms so that a resent release
+         reports the release it made
 ARGV[1]  the lease's value "<token>,<fence>"
-returns  1: released; 0: the lease was not held any more (expired or taken over):
-         nothing was deleted
+ARGV[2]  how long (ms) the released value is kept; "0" = not kept
+returns  1: released (now or by an earlier send of this release); 0: the lease was not
+         held any more (expired or taken over): nothing was deleted
+errors   RSARG on malformed arguments.
 ]]
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local memory_ms = rs_ttl(ARGV[2])
+if not memory_ms then return redis.error_reply('RSARG malformed arguments to lock_release') end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  if memory_ms > 0 and redis.call('GET', KEYS[3]) == ARGV[1] then return 1 end
+  return 0
+end
 redis.call('DEL', KEYS[1])
 -- One wake-up token (a lock has one next owner); it expires so it never lingers.
 redis.call('DEL', KEYS[2])
 redis.call('RPUSH', KEYS[2], '1')
 redis.call('PEXPIRE', KEYS[2], 60000)
+if memory_ms > 0 then redis.call('SET', KEYS[3], ARGV[1], 'PX', memory_ms) end
 return 1

@@ -1,6 +1,8 @@
 --[[ record_put: write a versioned record; optional compare-and-set; TTL in the same step.
 KEYS[1]  record key
 KEYS[2]  lock key of the record's id (read only when ARGV[6] is set)
+KEYS[3]  the record's recent writes: ids of writes since overwritten or deleted, scored by
+         the version each produced (used only when ARGV[7] is not "0")
 ARGV[1]  expected version: "" = any, "0" = only if absent, "N" = only if the current version is N
 ARGV[2]  ttl in ms; "0" = no expiry
 ARGV[3]  the new value, built by the client with zeroed version/expires/updated fields:
@@ -10,13 +12,20 @@ ARGV[4]  the header tail inside ARGV[3], "<schema>,<write_id>\n"; a stored recor
 ARGV[5]  "1" = keep the record's current TTL if it exists (ARGV[2] applies on create),
          "0" = set ARGV[2]
 ARGV[6]  lease value "<token>,<fence>" the write is guarded by, or "" (unguarded)
+ARGV[7]  how long (ms) a write id is remembered once its write is overwritten: the
+         longest a resend can come after the write; "0" = nothing is remembered
 returns  written: the stored fields "<version>,<expires_ms>,<updated_ms>" as one string
          (cheaper to return than a table: this is the hot path);
          {2, version, expires_ms, updated_ms}: the current value is this very write (a
          resend of a write already applied); nothing changed;
+         {3, version, expires_ms, 0}: this write was applied earlier with this version and
+         has been overwritten or deleted since (a late resend); nothing changed;
+         expires_ms is the current record's (0 if none);
          {0, version, 0, 0}: conflict, version is the current one (0 if absent).
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value,
          RSLOCKLOST if the lease no longer holds the lock. All before any write.
+A resend is recognised before the lease is checked: a write applied while the lease
+held is reported as applied even if the lease has expired since.
 Versions are max(previous + 1, server time in µs): strictly increasing per key and,
 as long as the server clock does not step back, never repeated after delete and
 re-create, without keeping anything extra.
@@ -24,31 +33,36 @@ re-create, without keeping anything extra.
 local expected = ARGV[1]
 local ttl_ms = rs_ttl(ARGV[2])
 local tail = ARGV[4]
-if (expected ~= '' and not string.match(expected, '^%d+$')) or not ttl_ms
+local memory_ms = rs_ttl(ARGV[7])
+if (expected ~= '' and not string.match(expected, '^%d+$')) or not ttl_ms or not memory_ms
     or (ARGV[5] ~= '0' and ARGV[5] ~= '1')
     or not rs_tail_ok(tail) or string.sub(ARGV[3], 1, 48 + #tail) ~= RS_UNWRITTEN .. tail then
   return redis.error_reply('RSARG malformed arguments to record_put')
 end
-local lost = rs_guard(KEYS[2], ARGV[6])
-if lost then return lost end
 
 local version, exp, upd, current_tail = rs_head(KEYS[1])
 if version == false then return rs_foreign(KEYS[1]) end
-if version then
-  if current_tail == tail then return {2, version, exp, upd} end
-else
-  version = 0
+if version and current_tail == tail then return {2, version, exp, upd} end
+local now_us = rs_now_us()
+local now_ms = math.floor(now_us / 1000)
+-- Only a write made within the memory can be in it; and if the current record is older
+-- than that, no write of the last memory_ms was overwritten (skip the lookup).
+local recent = memory_ms > 0 and (not version or upd >= now_ms - memory_ms)
+if recent then
+  local seen = redis.call('ZSCORE', KEYS[3], rs_wid(tail))
+  if seen then return {3, tonumber(seen), exp or 0, 0} end
 end
+local lost = rs_guard(KEYS[2], ARGV[6])
+if lost then return lost end
+if not version then version = 0 end
 if expected ~= '' and tonumber(expected) ~= version then
   return {0, version, 0, 0}
 end
 
-local now_us = rs_now_us()
 local new_version = math.max(version + 1, now_us)
 if new_version > RS_MAX_VERSION then
   return redis.error_reply('RSINTEGRITY version of ' .. KEYS[1] .. ' would pass 2^53 - 1')
 end
-local now_ms = math.floor(now_us / 1000)
 local expires_ms = 0
 if ARGV[5] == '1' and version > 0 then
   expires_ms = exp
@@ -63,4 +77,8 @@ end
 -- Exact for these integers, all below 2^53.
 local fields = string.format('%016.0f,%013.0f,%013.0f', new_version, expires_ms, now_ms)
 redis.call('SETRANGE', KEYS[1], RS_VERSION_AT, fields)
+if recent and version > 0 then
+  -- The write replaced here may still be resent: remember it.
+  rs_remember(KEYS[3], rs_wid(current_tail), version, now_us, memory_ms)
+end
 return fields

@@ -15,6 +15,7 @@ from redistate import (
     IntegrityError,
     InvalidId,
     RedistateError,
+    RetryPolicy,
     StateTooLarge,
 )
 from redistate.scripts import script
@@ -213,7 +214,20 @@ async def test_delete(store: AsyncStore, backend: Backend, namespace: str) -> No
     await store.sessions.put("s", {})
     assert await store.sessions.delete("s") is True
     assert await store.sessions.delete("s") is False
+    # Only the write memory is left, so that a resend of the put or the delete is
+    # still recognised; it expires within the retry window.
+    memory = store.keys.writes(store.keys.record("session", "s"))
+    assert await raw_keys(backend, namespace) == [memory.encode()]
+    assert 0 < backend.raw().pttl(memory) <= store.retry.memory_ms(10)
+
+
+async def test_delete_without_retries_leaves_no_key(backend: Backend, namespace: str) -> None:
+    store = AsyncStore(backend.async_client(), namespace=namespace, retry=RetryPolicy(attempts=1))
+    await store.sessions.put("s", {})
+    await store.sessions.put("s", {"overwritten": True})
+    assert await store.sessions.delete("s") is True
     assert await raw_keys(backend, namespace) == []
+    await store.aclose()
 
 
 async def test_conditional_delete(store: AsyncStore) -> None:
@@ -554,6 +568,8 @@ ZEROED = b"R1,0000000000000000,0000000000000,0000000000000,"
         ("", "1000", ZEROED + b"1," + b"w" * 33 + b"\n{}", b"1," + b"w" * 33 + b"\n", 0),
         ("", "1000", b"R1,0000000000000001,0000000000000,0000000000000,1,w1\n{}", b"1,w1\n", 0),
         ("", "1000", ZEROED + b"1,w1\n{}", b"1,w1\n", 2),
+        ("", "1000", ZEROED + b"1,w1\n{}", b"1,w1\n", 0, "", "-1"),  # memory ms
+        ("", "1000", ZEROED + b"1,w1\n{}", b"1,w1\n", 0, "", "1e3"),
     ],
 )
 async def test_record_put_refuses_malformed_arguments(
@@ -561,8 +577,10 @@ async def test_record_put_refuses_malformed_arguments(
 ) -> None:
     before = await store.users.put("u", {"a": 1}, ttl=100)
     key = store.keys.record("user", "u")
+    keys = (key, key, store.keys.writes(key))
+    full = args if len(args) == 7 else (*args, "", 0)
     with pytest.raises(RedistateError, match="RSARG"):
-        await store.users._conn.script(script("record_put"), (key,), args)
+        await store.users._conn.script(script("record_put"), keys, full)
     assert await store.users.get("u") == before
     assert 99_000 < backend.raw().pttl(key) <= 100_000
 
@@ -580,13 +598,28 @@ async def test_record_touch_refuses_malformed_arguments(
     assert 99_000 < backend.raw().pttl(key) <= 100_000
 
 
-@pytest.mark.parametrize("version", ["0", "abc", "-1", "1.5", " 1"])
-async def test_record_delete_refuses_malformed_arguments(store: AsyncStore, version: str) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("0", "", "d1", 0),
+        ("abc", "", "d1", 0),
+        ("-1", "", "d1", 0),
+        ("1.5", "", "d1", 0),
+        (" 1", "", "d1", 0),
+        ("", "", "", 0),  # no delete id
+        ("", "", "d" * 33, 0),
+        ("", "", "d,1", 0),
+        ("", "", "d1", "x"),  # memory ms
+    ],
+)
+async def test_record_delete_refuses_malformed_arguments(
+    store: AsyncStore, args: tuple[Any, ...]
+) -> None:
     await store.users.put("u", {"a": 1})
     key = store.keys.record("user", "u")
     with pytest.raises(RedistateError, match="RSARG"):
-        keys = (key, store.keys.lock("u"))
-        await store.users._conn.script(script("record_delete"), keys, (version, ""))
+        keys = (key, store.keys.lock("u"), store.keys.writes(key))
+        await store.users._conn.script(script("record_delete"), keys, args)
     assert await store.users.get("u") is not None
 
 

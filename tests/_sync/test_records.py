@@ -16,6 +16,7 @@ from redistate import (
     IntegrityError,
     InvalidId,
     RedistateError,
+    RetryPolicy,
     StateTooLarge,
 )
 from redistate.scripts import script
@@ -214,7 +215,20 @@ def test_delete(store: Store, backend: Backend, namespace: str) -> None:
     store.sessions.put("s", {})
     assert store.sessions.delete("s") is True
     assert store.sessions.delete("s") is False
+    # Only the write memory is left, so that a resend of the put or the delete is
+    # still recognised; it expires within the retry window.
+    memory = store.keys.writes(store.keys.record("session", "s"))
+    assert raw_keys(backend, namespace) == [memory.encode()]
+    assert 0 < backend.raw().pttl(memory) <= store.retry.memory_ms(10)
+
+
+def test_delete_without_retries_leaves_no_key(backend: Backend, namespace: str) -> None:
+    store = Store(backend.sync_client(), namespace=namespace, retry=RetryPolicy(attempts=1))
+    store.sessions.put("s", {})
+    store.sessions.put("s", {"overwritten": True})
+    assert store.sessions.delete("s") is True
     assert raw_keys(backend, namespace) == []
+    store.close()
 
 
 def test_conditional_delete(store: Store) -> None:
@@ -555,6 +569,8 @@ ZEROED = b"R1,0000000000000000,0000000000000,0000000000000,"
         ("", "1000", ZEROED + b"1," + b"w" * 33 + b"\n{}", b"1," + b"w" * 33 + b"\n", 0),
         ("", "1000", b"R1,0000000000000001,0000000000000,0000000000000,1,w1\n{}", b"1,w1\n", 0),
         ("", "1000", ZEROED + b"1,w1\n{}", b"1,w1\n", 2),
+        ("", "1000", ZEROED + b"1,w1\n{}", b"1,w1\n", 0, "", "-1"),  # memory ms
+        ("", "1000", ZEROED + b"1,w1\n{}", b"1,w1\n", 0, "", "1e3"),
     ],
 )
 def test_record_put_refuses_malformed_arguments(
@@ -562,8 +578,10 @@ def test_record_put_refuses_malformed_arguments(
 ) -> None:
     before = store.users.put("u", {"a": 1}, ttl=100)
     key = store.keys.record("user", "u")
+    keys = (key, key, store.keys.writes(key))
+    full = args if len(args) == 7 else (*args, "", 0)
     with pytest.raises(RedistateError, match="RSARG"):
-        store.users._conn.script(script("record_put"), (key,), args)
+        store.users._conn.script(script("record_put"), keys, full)
     assert store.users.get("u") == before
     assert 99_000 < backend.raw().pttl(key) <= 100_000
 
@@ -581,13 +599,28 @@ def test_record_touch_refuses_malformed_arguments(
     assert 99_000 < backend.raw().pttl(key) <= 100_000
 
 
-@pytest.mark.parametrize("version", ["0", "abc", "-1", "1.5", " 1"])
-def test_record_delete_refuses_malformed_arguments(store: Store, version: str) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("0", "", "d1", 0),
+        ("abc", "", "d1", 0),
+        ("-1", "", "d1", 0),
+        ("1.5", "", "d1", 0),
+        (" 1", "", "d1", 0),
+        ("", "", "", 0),  # no delete id
+        ("", "", "d" * 33, 0),
+        ("", "", "d,1", 0),
+        ("", "", "d1", "x"),  # memory ms
+    ],
+)
+def test_record_delete_refuses_malformed_arguments(
+    store: Store, args: tuple[Any, ...]
+) -> None:
     store.users.put("u", {"a": 1})
     key = store.keys.record("user", "u")
     with pytest.raises(RedistateError, match="RSARG"):
-        keys = (key, store.keys.lock("u"))
-        store.users._conn.script(script("record_delete"), keys, (version, ""))
+        keys = (key, store.keys.lock("u"), store.keys.writes(key))
+        store.users._conn.script(script("record_delete"), keys, args)
     assert store.users.get("u") is not None
 
 

@@ -242,14 +242,23 @@ def test_state_too_large_counts_encoded_bytes_not_characters() -> None:
 def test_put_args() -> None:
     spec = _spec()
     zeroed = b"R1,0000000000000000,0000000000000,0000000000000,"
-    assert spec.put_args(None, 0, "wid", b"{}") == ("", 0, zeroed + b"1,wid\n{}", b"1,wid\n", 0, "")
-    assert spec.put_args(0, 5000, "wid", b"[]", keep=True) == (
+    assert spec.put_args(None, 0, "wid", b"{}") == (
+        "",
+        0,
+        zeroed + b"1,wid\n{}",
+        b"1,wid\n",
+        0,
+        "",
+        0,
+    )
+    assert spec.put_args(0, 5000, "wid", b"[]", keep=True, memory_ms=26000) == (
         0,
         5000,
         zeroed + b"1,wid\n[]",
         b"1,wid\n",
         1,
         "",
+        26000,
     )
 
 

@@ -1,0 +1,104 @@
+"""When a failed call is sent again: the one retry policy of a store (pure, no I/O).
+
+redistate is the only layer that retries: ``Store.from_url`` builds its client with
+redis-py's own retries off, and ``Store(client)`` turns them off on the client it
+takes over. A resend is safe because every write carries a write id that the server
+remembers for :attr:`RetryPolicy.memory_ms` (see RELIABILITY.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from redis import exceptions as rex
+
+__all__ = ["NO_RETRY", "RetryPolicy", "check_timeout", "is_transient"]
+
+# Errors a retry may cure: the server is away, restarting, loading, busy with a long
+# script, failing over, or resharding. Refused credentials are ConnectionError
+# subclasses too, and never transient.
+_TRANSIENT: Final = (
+    rex.ConnectionError,
+    rex.TimeoutError,
+    rex.ReadOnlyError,  # a write reached a replica: a failover is under way
+    rex.ClusterError,  # CLUSTERDOWN, MASTERDOWN, too many MOVED/ASK redirections
+    rex.TryAgainError,  # a multi-key command during resharding
+    rex.AskError,  # MOVED/ASK left over after the cluster client's own redirections
+    OSError,
+)
+_CREDENTIALS: Final = (rex.AuthenticationError, rex.AuthorizationError, rex.NoPermissionError)
+# Error replies redis-py has no class for; the command was not run.
+_TRANSIENT_REPLIES: Final = ("BUSY ", "NOREPLICAS ", "MASTERDOWN ", "LOADING ")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for a failure a later try may not meet (as opposed to a refusal)."""
+    if isinstance(exc, _CREDENTIALS):
+        return False
+    if isinstance(exc, _TRANSIENT):
+        return True
+    return isinstance(exc, rex.ResponseError) and str(exc).startswith(_TRANSIENT_REPLIES)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a store retries a call that failed with a transient error.
+
+    The first retry goes out at once (a killed connection is usually back at once);
+    later ones wait a full-jitter exponential delay: uniform in [0, min(cap, base *
+    2**n)] seconds. No try starts after ``deadline`` seconds from the first; a call
+    then raises StoreUnavailable, chained to the last error, at most ``deadline`` plus
+    one socket timeout after it began.
+
+    Args:
+        attempts: tries in all, the first included (1 = never retry).
+        deadline: seconds after the first try during which another may start.
+        base: first backoff ceiling, seconds.
+        cap: largest backoff ceiling, seconds.
+    """
+
+    attempts: int = 8
+    deadline: float = 15.0
+    base: float = 0.05
+    cap: float = 2.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
+            raise TypeError(f"attempts must be an int, got {self.attempts!r}")
+        if not 1 <= self.attempts <= 1000:
+            raise ValueError(f"attempts must be from 1 to 1000, got {self.attempts}")
+        for name, limit in (("deadline", 3600.0), ("base", 60.0), ("cap", 600.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{name} must be seconds (a number), got {value!r}")
+            if not 0 <= value <= limit:  # also refuses NaN
+                raise ValueError(f"{name} must be from 0 to {limit:g} seconds, got {value!r}")
+
+    @property
+    def retries(self) -> bool:
+        return self.attempts > 1
+
+    def memory_ms(self, socket_timeout: float | None) -> int:
+        """How long the server must remember a write id so that any resend of the
+        write is recognised: the last try starts by ``deadline`` and is sent within
+        a socket timeout (5 s assumed when there is none), the reply it replaces may
+        have been lost up to a socket timeout after the write. 0 when never retrying:
+        nothing is remembered then."""
+        if not self.retries:
+            return 0
+        timeout = 5.0 if socket_timeout is None else socket_timeout
+        return math.ceil((self.deadline + 2 * timeout + 1.0) * 1000)
+
+
+NO_RETRY: Final = RetryPolicy(attempts=1)
+
+
+def check_timeout(timeout: object) -> float:
+    """Validate a socket timeout in seconds (connecting and each reply)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be seconds (a number), got {timeout!r}")
+    if not 0 < timeout <= 3600:  # also refuses NaN
+        raise ValueError(f"timeout must be over 0 and at most 3600 seconds, got {timeout!r}")
+    return float(timeout)

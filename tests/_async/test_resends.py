@@ -1,0 +1,272 @@
+"""A write whose reply is lost is sent again, and is applied once, with its own result.
+
+``LostReplies`` lets the next matching command run on the server and then raises a
+ConnectionError in its place, as if the reply had been lost in the network; what
+other clients do in that gap is ``between``. The store's retry layer then resends
+the very same call. Every backend; the TCP-level version of these is
+tests/test_faults.py.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import redis
+
+from redistate import AsyncStore, LockLost, RetryPolicy, StoreUnavailable
+from redistate.scripts import script
+from tests.conftest import Backend
+
+
+class LostReplies:
+    """The next ``times`` commands named ``name`` run, then fail as a lost reply."""
+
+    def __init__(self, client: Any, name: str, between: Callable[[], Any] | None = None) -> None:
+        self.name = name.upper()
+        self.between = between
+        self.left = 0
+        self.lost = 0
+        self._execute = client.execute_command
+        client.execute_command = self._execute_command  # shadows the method
+
+    def arm(self, times: int = 1) -> LostReplies:
+        self.left = times
+        return self
+
+    async def _execute_command(self, *args: Any, **options: Any) -> Any:
+        result = await self._execute(*args, **options)
+        if self.left > 0 and str(args[0]).upper() == self.name:
+            self.left -= 1
+            self.lost += 1
+            if self.between is not None:
+                await self.between()
+            raise redis.ConnectionError("reply lost on purpose by the test")
+        return result
+
+
+@pytest.fixture
+async def other(backend: Backend, namespace: str) -> AsyncIterator[AsyncStore]:
+    """A second client of the same namespace: what other agents do meanwhile."""
+    s = AsyncStore(backend.async_client(), namespace=namespace)
+    yield s
+    await s.aclose()
+
+
+async def test_a_lost_put_reply_returns_the_written_record(store: AsyncStore) -> None:
+    lost = LostReplies(store.client, "EVALSHA").arm()
+    rec = await store.sessions.put("s", {"n": 1})
+    assert lost.lost == 1 and store._conn.recovered == 1
+    got = await store.sessions.get("s")
+    assert got is not None and got.version == rec.version and got.data == {"n": 1}
+
+
+async def test_a_resend_after_an_overwrite_is_not_applied_again(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    async def overwrite() -> None:
+        await other.sessions.put("s", {"by": "other"})
+
+    LostReplies(store.client, "EVALSHA", overwrite).arm()
+    rec = await store.sessions.put("s", {"by": "me"})
+    got = await other.sessions.get("s")
+    assert got is not None and got.data == {"by": "other"}  # the later write stands
+    assert rec.version < got.version  # ours was applied first, with its own version
+
+
+async def test_a_conditional_resend_is_not_a_false_conflict(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    first = await store.sessions.put("s", {"n": 0})
+
+    async def overwrite() -> None:
+        await other.sessions.put("s", {"n": 100})
+
+    LostReplies(store.client, "EVALSHA", overwrite).arm()
+    rec = await store.sessions.put("s", {"n": 1}, if_version=first.version)
+    assert first.version < rec.version
+
+
+async def test_a_lost_merge_reply_is_not_merged_twice(store: AsyncStore, other: AsyncStore) -> None:
+    await store.users.put("u", {"items": []})
+
+    async def append_elsewhere() -> None:
+        await other.users.update("u", lambda d: {"items": [*d["items"], "other"]})
+
+    LostReplies(store.client, "EVALSHA", append_elsewhere).arm()
+    await store.users.update("u", lambda d: {"items": [*d["items"], "mine"]})
+    got = await store.users.get("u")
+    assert got is not None and got.data == {"items": ["mine", "other"]}
+
+
+async def test_a_put_resent_after_a_delete_does_not_bring_it_back(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    async def delete() -> None:
+        assert await other.sessions.delete("s") is True
+
+    LostReplies(store.client, "EVALSHA", delete).arm()
+    await store.sessions.put("s", {"n": 1})
+    assert await other.sessions.get("s") is None
+
+
+async def test_a_resent_delete_reports_what_it_deleted(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    await store.sessions.put("s", {"n": 1})
+
+    async def recreate() -> None:
+        await other.sessions.put("s", {"n": "new"})
+
+    LostReplies(store.client, "EVALSHA", recreate).arm()
+    assert await store.sessions.delete("s") is True
+    got = await other.sessions.get("s")
+    assert got is not None and got.data == {"n": "new"}  # the resend did not delete it
+
+
+async def test_a_resent_conditional_delete_is_not_a_false_conflict(store: AsyncStore) -> None:
+    rec = await store.sessions.put("s", {"n": 1})
+    LostReplies(store.client, "EVALSHA").arm()
+    assert await store.sessions.delete("s", if_version=rec.version) is True
+
+
+async def test_a_guarded_write_resent_after_the_lease_was_lost_reports_it_was_made(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    lease = await store.lock("t", ttl=30, renew=False).acquire()
+
+    async def take_over() -> None:
+        await other.client.delete(store.keys.lock("t"))  # the lease expires
+        await other.lock("t", ttl=30, renew=False).acquire()
+
+    LostReplies(store.client, "EVALSHA", take_over).arm()
+    cp = await store.checkpoints.save("t", {"step": 1}, lease=lease)
+    latest = await other.checkpoints.latest("t")
+    assert latest is not None and latest.id == cp.id and latest.fence == lease.fence
+    with pytest.raises(LockLost):  # a new write is refused, as it must be
+        await store.checkpoints.save("t", {"step": 2}, lease=lease)
+
+
+async def test_a_resent_delta_is_logged_once_even_after_a_save(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    await store.checkpoints.save("t", {"n": 0})
+
+    async def save_with_it() -> None:
+        restored = await other.checkpoints.restore("t")
+        assert restored is not None
+        await other.checkpoints.save("t", restored.state)
+
+    LostReplies(store.client, "EVALSHA", save_with_it).arm()
+    await store.checkpoints.log("t", {"n": 1, "once": True})
+    restored = await other.checkpoints.restore("t")
+    assert restored is not None and restored.state == {"n": 1, "once": True}
+    assert restored.deltas_applied == 0  # folded into the save, not appended again
+
+
+async def test_a_resent_checkpoint_save_is_saved_once(store: AsyncStore) -> None:
+    LostReplies(store.client, "EVALSHA").arm()
+    cp = await store.checkpoints.save("t", {"n": 1})
+    history = await store.checkpoints.history("t")
+    assert [c.id for c in history] == [cp.id]
+
+
+async def test_a_resent_task_delete_reports_it_deleted(store: AsyncStore) -> None:
+    await store.checkpoints.save("t", {"n": 1})
+    LostReplies(store.client, "EVALSHA").arm()
+    assert await store.checkpoints.delete("t") is True
+
+
+async def test_a_resent_acquire_reports_the_lease_taken(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    LostReplies(store.client, "EVALSHA").arm()
+    lease = await store.lock("t", ttl=30, renew=False).acquire()
+    assert lease.fence == 1
+    with pytest.raises(Exception, match="still held"):
+        await other.lock("t", ttl=30, wait=0).acquire()
+    await lease.release()
+
+
+async def test_a_resent_release_is_not_reported_as_lost(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    lease = await store.lock("t", ttl=30, renew=False).acquire()
+    LostReplies(store.client, "EVALSHA").arm()
+    await lease.release()  # no LockLost: the first send released it
+    taken = await other.lock("t", ttl=30, wait=0).acquire()
+    assert taken.fence == 2
+    await taken.release()
+
+
+async def test_reads_are_retried(store: AsyncStore) -> None:
+    await store.sessions.put("s", {"n": 1})
+    LostReplies(store.client, "GET").arm(2)
+    got = await store.sessions.get("s")
+    assert got is not None and got.data == {"n": 1} and store._conn.resends == 2
+
+
+async def test_without_retries_a_lost_reply_is_an_error(backend: Backend, namespace: str) -> None:
+    store = AsyncStore(backend.async_client(), namespace=namespace, retry=RetryPolicy(attempts=1))
+    LostReplies(store.client, "EVALSHA").arm()
+    with pytest.raises(StoreUnavailable, match="reply lost") as info:
+        await store.sessions.put("s", {"n": 1})
+    assert isinstance(info.value.__cause__, redis.ConnectionError)
+    assert store._conn.resends == 0
+    await store.aclose()
+
+
+async def test_retries_stop_at_the_attempt_bound(backend: Backend, namespace: str) -> None:
+    policy = RetryPolicy(attempts=3, base=0.001, cap=0.001)
+    store = AsyncStore(backend.async_client(), namespace=namespace, retry=policy)
+    lost = LostReplies(store.client, "GET").arm(10)
+    with pytest.raises(StoreUnavailable, match="after 3 tries") as info:
+        await store.sessions.get("s")
+    assert lost.lost == 3 and isinstance(info.value.__cause__, redis.ConnectionError)
+    await store.aclose()
+
+
+async def test_errors_that_are_not_transient_are_not_retried(store: AsyncStore) -> None:
+    await store.client.set(store.keys.record("session", "s"), b"not a record")
+    with pytest.raises(Exception, match="RSINTEGRITY"):
+        await store.sessions.put("s", {"n": 1})
+    assert store._conn.resends == 0
+
+
+async def test_the_write_memory_expires_with_the_retry_window(
+    store: AsyncStore, backend: Backend
+) -> None:
+    await store.sessions.put("s", {"n": 1})
+    await store.sessions.put("s", {"n": 2})  # the first write is now remembered
+    memory = store.keys.writes(store.keys.record("session", "s"))
+    raw = backend.raw()
+    assert raw.zcard(memory) == 1
+    assert 0 < raw.pttl(memory) <= store._conn.memory_ms
+
+
+async def test_a_store_turns_its_clients_own_retries_off(backend: Backend) -> None:
+    client = backend.async_client()
+    store = AsyncStore(client)
+    retry = client.get_retry()
+    assert retry is not None and retry.get_retries() == 0
+    await store.aclose()
+
+
+async def test_the_write_memory_is_trimmed_to_its_window(
+    store: AsyncStore, backend: Backend
+) -> None:
+    # 1,000 overwrites remembered for 5 ms each, spanning far more than 5 ms: trims
+    # (one write in eight, at random) keep the memory near what 5 ms of writes leave.
+    spec = store.sessions.spec
+    key = spec.key("s")
+    keys, _ = spec.guarded_keys("s", key, None)
+    memory, raw = store.keys.writes(key), backend.raw()
+    started, sizes = time.monotonic(), []
+    for i in range(1000):
+        args = spec.put_args(None, 60_000, f"w{i}", b"{}", memory_ms=5)
+        await store._conn.script(script("record_put"), keys, args)
+        sizes.append(raw.zcard(memory))
+    assert time.monotonic() - started > 0.05  # the writes spanned ten windows at least
+    assert 0 < max(sizes) < 500, max(sizes)
