@@ -25,7 +25,7 @@ import orjson
 import redis
 from harness import Clients, Column, Row, Side, ratios
 
-from redistate import Store
+from redistate import RetryPolicy, Store
 
 TTL_S = 3600
 TTL_MS = TTL_S * 1000
@@ -61,8 +61,10 @@ class Op:
     target: int  # round trips per op redistate must not exceed
 
 
-def build_ops(store: Store, raw: redis.Redis, prefix: str) -> list[Op]:
-    """The six operations; raw keys are ``<prefix>:raw:*`` (cleaned up with the namespace)."""
+def build_ops(store: Store, plain: Store, raw: redis.Redis, prefix: str) -> list[Op]:
+    """The operations; raw keys are ``<prefix>:raw:*`` (cleaned up with the namespace).
+    ``plain`` is a store that never retries, so remembers no write ids: the put it
+    measures shows what the write-id memory costs (RELIABILITY.md)."""
     data = value_1k()
     rk = {n: f"{prefix}:raw:{n}" for n in ("put", "get", "cas", "merge", "update")}
     cas = raw.register_script(CAS_LUA)
@@ -112,6 +114,8 @@ def build_ops(store: Store, raw: redis.Redis, prefix: str) -> list[Op]:
     # fmt: off
     return [
         Op("put", lambda: sessions.put("s-put", data, ttl=TTL_S),
+           lambda: raw.set(rk["put"], orjson.dumps(data), px=TTL_MS), 1),
+        Op("put, retries off", lambda: plain.sessions.put("s-put-plain", data, ttl=TTL_S),
            lambda: raw.set(rk["put"], orjson.dumps(data), px=TTL_MS), 1),
         Op("get", lambda: sessions.get("s-get"),
            lambda: orjson.loads(cast(bytes, raw.get(rk["get"]))), 1),
@@ -171,7 +175,13 @@ def memory_per_record(store: Store, raw: redis.Redis, prefix: str) -> dict[str, 
 
 
 def bench(c: Clients, args: argparse.Namespace) -> int:
-    ops = build_ops(c.store, c.raw, c.namespace)
+    address = c.raw.get_connection_kwargs()
+    plain = Store(
+        redis.Redis(host=address["host"], port=address["port"], socket_timeout=5.0),
+        namespace=c.namespace,
+        retry=RetryPolicy(attempts=1),
+    )
+    ops = build_ops(c.store, plain, c.raw, c.namespace)
     block = max(1, args.n // args.rounds)
     rows = []
     for op in ops:
@@ -179,6 +189,7 @@ def bench(c: Clients, args: argparse.Namespace) -> int:
         sides = harness.measure(fns, c.stats, rounds=args.rounds, block=block, warmup=args.warmup)
         rows.append(summarize(op, sides, block * args.rounds))
         print(f"  measured {op.name}", file=sys.stderr)
+    plain.close()
     info = harness.machine(c.raw)
     report(rows, info)
     memory = memory_per_record(c.store, c.raw, c.namespace)
