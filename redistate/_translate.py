@@ -7,7 +7,7 @@ from typing import Any, Final
 from redis import exceptions as rex
 
 from .errors import IntegrityError, LockLost, RedistateError, StoreFull, StoreUnavailable
-from .retry import is_transient
+from .retry import CREDENTIAL_ERRORS, is_transient
 
 __all__ = ["ERRORS", "describe", "translate", "unavailable"]
 
@@ -35,14 +35,6 @@ def describe(client: Any) -> str:
     return type(client).__name__
 
 
-_CREDENTIALS = (
-    rex.AuthenticationError,
-    rex.AuthorizationError,
-    rex.NoPermissionError,
-    rex.ExternalAuthProviderError,
-)
-
-
 def unavailable(exc: BaseException, address: str, tries: int, seconds: float) -> StoreUnavailable:
     """The error for a call whose every try failed transiently; raise it ``from exc``."""
     return StoreUnavailable(
@@ -58,7 +50,7 @@ def translate(exc: BaseException, address: str) -> RedistateError:
     refuses a write; refused credentials and other error replies are RedistateError
     (IntegrityError for values that are not records).
     """
-    if isinstance(exc, _CREDENTIALS):
+    if isinstance(exc, CREDENTIAL_ERRORS):
         return RedistateError(f"redis at {address} refused the credentials: {exc}")
     if is_transient(exc):
         return StoreUnavailable(f"redis at {address} is unavailable: {exc}")

@@ -234,13 +234,49 @@ class CheckpointSpec:
         return b"%s\n%s" % (hashlib.sha256(body).hexdigest().encode(), body)
 
     def save_args(
-        self, checkpoint_id: str, blob: bytes, keep: int | None, ttl_ms: int, fence: object
+        self,
+        checkpoint_id: str,
+        blob: bytes,
+        keep: int | None,
+        ttl_ms: int,
+        fence: object,
+        guard: str,
+        memory_ms: int,
     ) -> tuple[Any, ...]:
+        """ARGV of checkpoint_save."""
         bad_fence = isinstance(fence, bool) or not isinstance(fence, int) or fence < 0
         if fence is not None and bad_fence:
             raise ValueError(f"lease.fence must be an int >= 0, got {fence!r}")
         keep_arg = self.keep if keep is None else check_keep(keep)
-        return (checkpoint_id, blob, keep_arg, ttl_ms, fence or 0)
+        return (checkpoint_id, blob, keep_arg, ttl_ms, fence or 0, guard, memory_ms)
+
+    @staticmethod
+    def saved_earlier(
+        task_id: str,
+        checkpoint_id: str,
+        fence: int | None,
+        state: Any,
+        phase: str | None,
+        progress: float | None,
+        metadata: dict[str, Any],
+        digest: str,
+    ) -> Checkpoint:
+        """A resent save the server remembers but whose checkpoint has left the history
+        (the task was deleted or trimmed past it): what was sent, with ``seq`` 0 (real
+        seqs start at 1) and no parent, as neither is known any more."""
+        return Checkpoint(
+            id=checkpoint_id,
+            task_id=task_id,
+            seq=0,
+            parent_id=None,
+            created_at=dt.datetime.now(tz=dt.timezone.utc),
+            phase=phase,
+            progress=progress,
+            state=state,
+            metadata=metadata,
+            fence=fence or None,
+            digest=digest,
+        )
 
     # -- reading --------------------------------------------------------------------
 

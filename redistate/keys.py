@@ -141,16 +141,11 @@ class KeySpace:
         """Wake-up list waiters for a lease block on: ``ns:lock:{name}:wake``."""
         return f"{self.namespace}:lock:{{{escape_id(name)}}}:wake"
 
-    def lock_released(self, name: str) -> str:
-        """The value a lease of ``name`` last released, kept for the retry window so a
-        resent release is recognised: ``ns:lock:{name}:released``."""
-        return f"{self.namespace}:lock:{{{escape_id(name)}}}:released"
-
     @staticmethod
     def writes(entity_key: str) -> str:
-        """Recent write ids of the entity whose main key (a record's, or a task's
-        checkpoint list) is ``entity_key``, kept for the retry window so a resent write
-        is recognised: ``<entity_key>:writes``, in the entity's hash slot."""
+        """Recent write ids of the entity whose main key (a record's, a task's checkpoint
+        list, or a lock key) is ``entity_key``, kept for the retry window so a resent
+        write is recognised: ``<entity_key>:writes``, in the entity's hash slot."""
         return f"{entity_key}:writes"
 
     def fence(self, name: str) -> str:

@@ -205,19 +205,32 @@ class RecordSpec:
         return (expected_arg, ttl_ms, frame(write, payload), write, keep_arg, lease, memory_ms)
 
     def written(
-        self, entity_id: str, key: str, data: Any, expected: int | None, reply: Any
+        self,
+        entity_id: str,
+        key: str,
+        data: Any,
+        expected: int | None,
+        reply: Any,
+        ttl_ms: int = 0,
+        keep: bool = False,
     ) -> Record:
         """Turn a record_put reply into a Record (holding ``data`` as passed, not a
-        re-decoded copy: that would cost a decode per write), or raise ConflictError."""
+        re-decoded copy: that would cost a decode per write), or raise ConflictError.
+        ``ttl_ms`` and ``keep`` are the write's, for the expiry of a late resend."""
         if type(reply) is bytes:  # written: the header fields the script stored
             fields = reply.split(b",")
             return Record(entity_id, data, int(fields[0]), _expiry(int(fields[1])))
         status, version = int(reply[0]), int(reply[1])
         if status == 0:
             raise ConflictError(key, expected if expected is not None else -1, version)
-        # 2: a resend of the current value; 3: of a write overwritten since, whose
-        # version it reports, with the record's current expiry.
-        return Record(entity_id, data, version, _expiry(int(reply[2])))
+        expires_ms = int(reply[2])
+        if status == 3 and not keep:
+            # Applied earlier and replaced since: its expiry was its TTL from when it was
+            # written, and its version is that time in µs (unless versions ran ahead).
+            expires_ms = version // 1000 + ttl_ms if ttl_ms else 0
+        # 2: a resend of the current value; 3: of a write replaced since (a keep-TTL
+        # write reports the record's current expiry).
+        return Record(entity_id, data, version, _expiry(expires_ms))
 
     def record(self, entity_id: str, key: str, raw: bytes | None) -> Record | None:
         """Decode a stored value (GET reply) into a Record."""

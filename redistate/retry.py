@@ -14,7 +14,7 @@ from typing import Final
 
 from redis import exceptions as rex
 
-__all__ = ["NO_RETRY", "RetryPolicy", "check_timeout", "is_transient"]
+__all__ = ["CREDENTIAL_ERRORS", "NO_RETRY", "RetryPolicy", "check_timeout", "is_transient"]
 
 # Errors a retry may cure: the server is away, restarting, loading, busy with a long
 # script, failing over, or resharding. Refused credentials are ConnectionError
@@ -28,14 +28,24 @@ _TRANSIENT: Final = (
     rex.AskError,  # MOVED/ASK left over after the cluster client's own redirections
     OSError,
 )
-_CREDENTIALS: Final = (rex.AuthenticationError, rex.AuthorizationError, rex.NoPermissionError)
+# ExternalAuthProviderError is missing from older redis-py releases.
+CREDENTIAL_ERRORS: Final[tuple[type[Exception], ...]] = tuple(
+    getattr(rex, name)
+    for name in (
+        "AuthenticationError",
+        "AuthorizationError",
+        "NoPermissionError",
+        "ExternalAuthProviderError",
+    )
+    if hasattr(rex, name)
+)
 # Error replies redis-py has no class for; the command was not run.
 _TRANSIENT_REPLIES: Final = ("BUSY ", "NOREPLICAS ", "MASTERDOWN ", "LOADING ")
 
 
 def is_transient(exc: BaseException) -> bool:
     """True for a failure a later try may not meet (as opposed to a refusal)."""
-    if isinstance(exc, _CREDENTIALS):
+    if isinstance(exc, CREDENTIAL_ERRORS):
         return False
     if isinstance(exc, _TRANSIENT):
         return True
@@ -48,18 +58,19 @@ class RetryPolicy:
 
     The first retry goes out at once (a killed connection is usually back at once);
     later ones wait a full-jitter exponential delay: uniform in [0, min(cap, base *
-    2**n)] seconds. No try starts after ``deadline`` seconds from the first; a call
-    then raises StoreUnavailable, chained to the last error, at most ``deadline`` plus
-    one socket timeout after it began.
+    2**n)] seconds. No try starts later than ``deadline`` seconds after the first was
+    sent; a call then raises StoreUnavailable, chained to the last error, at most
+    ``deadline`` plus one socket timeout after it began. With the defaults the
+    deadline is what binds: 30 tries take longer than 15 s of backoff.
 
     Args:
         attempts: tries in all, the first included (1 = never retry).
-        deadline: seconds after the first try during which another may start.
+        deadline: seconds after the first try was sent during which another may start.
         base: first backoff ceiling, seconds.
         cap: largest backoff ceiling, seconds.
     """
 
-    attempts: int = 8
+    attempts: int = 30
     deadline: float = 15.0
     base: float = 0.05
     cap: float = 2.0
@@ -82,10 +93,11 @@ class RetryPolicy:
 
     def memory_ms(self, socket_timeout: float | None) -> int:
         """How long the server must remember a write id so that any resend of the
-        write is recognised: the last try starts by ``deadline`` and is sent within
-        a socket timeout (5 s assumed when there is none), the reply it replaces may
-        have been lost up to a socket timeout after the write. 0 when never retrying:
-        nothing is remembered then."""
+        write is recognised: the write was applied after its first try was sent, and
+        the last resend starts by ``deadline`` after that and is read by the server
+        within a socket timeout (5 s assumed when there is none); a second timeout
+        and a second of margin cover slow hand-offs. 0 when never retrying: nothing
+        is remembered then."""
         if not self.retries:
             return 0
         timeout = 5.0 if socket_timeout is None else socket_timeout

@@ -280,6 +280,7 @@ class _Arm:
     matcher: Matcher
     remaining: int
     seconds: float = 0.0
+    then: Callable[[], object] | None = None
 
 
 @dataclass(eq=False)  # hashed by identity: kept in a set
@@ -291,6 +292,7 @@ class _Conn:
     relay_limit: int | None = None  # relay only replies with an index below this
     close_at: int | None = None  # sever once this many replies have arrived
     stalls: dict[int, float] = field(default_factory=dict)  # reply index -> seconds
+    then: Callable[[], object] | None = None  # runs after a dropped reply, before severing
     # Written by the server-to-client thread:
     replies: int = 0  # complete replies received (and relayed unless held back)
     severed: bool = False
@@ -326,9 +328,13 @@ class FaultProxy:
 
     # -- arming --------------------------------------------------------------------------
 
-    def drop_reply(self, matcher: Matcher, *, times: int = 1) -> None:
-        """Forward the next matching command, swallow its reply, close the connection."""
-        self._arm(_Arm(_Kind.DROP_REPLY, matcher, times))
+    def drop_reply(
+        self, matcher: Matcher, *, times: int = 1, then: Callable[[], object] | None = None
+    ) -> None:
+        """Forward the next matching command, swallow its reply, close the connection.
+        ``then`` runs (on a proxy thread) once the reply has arrived and before the
+        connection is closed: what other clients do while the reply is lost."""
+        self._arm(_Arm(_Kind.DROP_REPLY, matcher, times, then=then))
 
     def drop_request(self, matcher: Matcher, *, times: int = 1) -> None:
         """Do not forward the next matching command; close the connection instead."""
@@ -518,6 +524,7 @@ class FaultProxy:
                                 conn.stalls[index] = arm.seconds
                         elif arm.kind is _Kind.DROP_REPLY:
                             conn.relay_limit, conn.close_at = index, index + 1
+                            conn.then = arm.then
                         else:
                             conn.relay_limit = conn.close_at = index
                             now = conn.replies >= index
@@ -583,6 +590,9 @@ class FaultProxy:
                         conn.client.sendall(out)
                     with self._cond:
                         conn.replies = index
+                        then, conn.then = conn.then, None
+                    if then is not None:
+                        then()
                     self._sever(conn, counted=True)
                     return True
         if out:

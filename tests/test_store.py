@@ -79,8 +79,8 @@ def test_a_silent_server_fails_within_the_retry_bound(silent_server: int) -> Non
     started = time.monotonic()
     with pytest.raises(StoreUnavailable, match=r"gave up after \d+ tries") as info:
         store.users.put("u", {"a": 1})
-    # At most the deadline plus two socket timeouts (slack for a loaded CI machine).
-    assert time.monotonic() - started < 1.0 + 2 * 0.3 + 1.5
+    # At most the deadline plus one socket timeout (slack for a loaded CI machine).
+    assert time.monotonic() - started < 1.0 + 0.3 + 1.5
     assert store._conn.resends >= 1 and isinstance(info.value.__cause__, redis.TimeoutError)
 
 
@@ -90,7 +90,7 @@ async def test_a_silent_server_fails_within_the_retry_bound_async(silent_server:
     started = time.monotonic()
     with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{silent_server}"):
         await store.users.put("u", {"a": 1})
-    assert time.monotonic() - started < 1.0 + 2 * 0.3 + 1.5
+    assert time.monotonic() - started < 1.0 + 0.3 + 1.5
     await store.aclose()
 
 

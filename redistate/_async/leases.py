@@ -57,7 +57,7 @@ class AsyncLease:
         self.name = name
         self.key = keys.lock(name)
         self._wake = keys.lock_wake(name)
-        self._released = keys.lock_released(name)
+        self._writes = keys.writes(self.key)
         self._keys = (self.key, keys.fence(name), self._wake)
         self.ttl_ms = check_lease_ttl(ttl)
         self.wait = check_wait(wait)
@@ -71,6 +71,7 @@ class AsyncLease:
         self._stop: AsyncEvent = async_event()
         self._renewer: Any = None
         self._used = False
+        self._budget: float | None = None
 
     @property
     def value(self) -> str | None:
@@ -94,6 +95,8 @@ class AsyncLease:
         while True:
             # The same token on every try: an acquire resent after a lost reply finds
             # the lease held by this token and reports it acquired.
+            # Retries of this call end with the caller's deadline, not the policy's.
+            self._budget = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
                 reply = await async_finish(self._try_acquire, self._undo_acquire)
             except RedistateError:
@@ -116,10 +119,11 @@ class AsyncLease:
                 # a lease about to expire is waited out with a local timer instead.
                 await async_sleep(budget)
             else:
-                await self._conn.blpop(self._wake, budget)
+                await self._conn.blpop(self._wake, budget, self._budget)
 
     async def _try_acquire(self) -> Any:
-        return await self._conn.script(_ACQUIRE, self._keys, (self.token, self.ttl_ms))
+        args = (self.token, self.ttl_ms)
+        return await self._conn.script(_ACQUIRE, self._keys, args, self._budget)
 
     async def _undo_acquire(self, reply: Any) -> None:
         if int(reply[0]) == 1:  # acquired for a caller that was cancelled meanwhile
@@ -146,7 +150,10 @@ class AsyncLease:
     async def _extend(self, ttl_ms: int) -> bool:
         if self.value is None:
             raise LockLost(f"lease {self.name!r} is not held")
-        reply = await self._conn.script(_EXTEND, (self.key,), (self.value, ttl_ms))
+        # Retries stop at a third of the lease: a renewal that cannot get through by
+        # then reports the lease lost while it still has time left, not after expiry.
+        budget = self.ttl_ms / 3000
+        reply = await self._conn.script(_EXTEND, (self.key,), (self.value, ttl_ms), budget)
         return int(reply) == 1
 
     async def release(self) -> None:
@@ -165,7 +172,7 @@ class AsyncLease:
         if value is None:
             raise LockLost(f"lease {self.name!r} is not held")
         released = await self._conn.script(
-            _RELEASE, (self.key, self._wake, self._released), (value, self._conn.memory_ms)
+            _RELEASE, (self.key, self._wake, self._writes), (value, self._conn.memory_ms)
         )
         self.fence = None
         if int(released) != 1:

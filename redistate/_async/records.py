@@ -117,7 +117,7 @@ class AsyncCollection:
             memory_ms=self._conn.memory_ms,
         )
         reply = await self._conn.script(_PUT, keys, args)
-        return self.spec.written(id, key, data, expected, reply)
+        return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
     async def update(
         self,

@@ -75,15 +75,27 @@ class Connection:
         self.resends = 0  # tries after a transient failure, for tests and metrics
         self.recovered = 0  # calls that succeeded only on a later try
 
-    def _recover(self, first: BaseException, call: Callable[[], Any]) -> Any:
-        """Try ``call`` again after its first try failed with ``first``; translate."""
-        if not (self.policy.retries and is_transient(first)):
-            raise translate(first, self.address) from first
+    def _recover(
+        self,
+        first: BaseException,
+        call: Callable[[], Any],
+        started: float,
+        budget: float | None = None,
+    ) -> Any:
+        """Try ``call`` again after its first try (sent at ``started``, monotonic) failed
+        with ``first``; translate what finally fails. No try starts later than the
+        policy's deadline, or ``budget``, after the first was sent: that bounds how
+        late a resend can come, which the write memory must cover."""
         policy = self.policy
-        started = time.monotonic()
+        if not (policy.retries and is_transient(first)):
+            raise translate(first, self.address) from first
+        deadline = policy.deadline if budget is None else min(policy.deadline, budget)
+        remaining = deadline - (time.monotonic() - started)
+        if remaining <= 0:
+            raise unavailable(first, self.address, 1, time.monotonic() - started) from first
         tries = 1
         retrying = Retrying(
-            stop=stop_after_attempt(policy.attempts - 1) | stop_before_delay(policy.deadline),
+            stop=stop_after_attempt(policy.attempts - 1) | stop_before_delay(remaining),
             wait=wait_random_exponential(multiplier=policy.base, max=policy.cap),
             retry=retry_if_exception(is_transient),
             reraise=True,
@@ -101,13 +113,22 @@ class Connection:
                 raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
             raise translate(exc, self.address) from exc
 
-    def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    def script(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        budget: float | None = None,
+    ) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
-        load it and send it again: two extra round trips, once per server."""
+        load it and send it again: two extra round trips, once per server. ``budget``
+        (seconds) shortens the retry deadline for this call."""
+        started = time.monotonic()
         try:
             return self._evalsha(script, keys, args)
         except ERRORS as exc:
-            return self._recover(exc, lambda: self._evalsha(script, keys, args))
+            retry = functools.partial(self._evalsha, script, keys, args)
+            return self._recover(exc, retry, started, budget)
 
     def _evalsha(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         # execute_command directly: the same wire call as evalsha(), fewer Python frames.
@@ -119,30 +140,37 @@ class Connection:
             return execute("EVALSHA", script.sha, len(keys), *keys, *args)
 
     def get(self, key: str) -> bytes | None:
+        started = time.monotonic()
         try:
             # decode_responses is refused in __init__, so replies are bytes.
             return cast("bytes | None", self.client.get(key))
         except ERRORS as exc:
-            return cast("bytes | None", self._recover(exc, lambda: self.client.get(key)))
+            reply = self._recover(exc, lambda: self.client.get(key), started)
+            return cast("bytes | None", reply)
 
     def pttl(self, key: str) -> int:
+        started = time.monotonic()
         try:
             return int(self.client.pttl(key))
         except ERRORS as exc:
-            return int(self._recover(exc, lambda: self.client.pttl(key)))
+            return int(self._recover(exc, lambda: self.client.pttl(key), started))
 
-    def blpop(self, key: str, timeout: float) -> Any:
-        """BLPOP with a timeout in seconds (fractions allowed since Redis 6)."""
+    def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
+        """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
+        shortens the retry deadline."""
         seconds = max(timeout, 0.001)
+        started = time.monotonic()
         try:
             return self.client.blpop([key], timeout=seconds)
         except ERRORS as exc:
-            return self._recover(exc, lambda: self.client.blpop([key], timeout=seconds))
+            retry = functools.partial(self.client.blpop, [key], timeout=seconds)
+            return self._recover(exc, retry, started, budget)
 
     def lranges(self, *ranges: tuple[str, int, int]) -> list[list[bytes]]:
         """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
         consistent view, and list elements never pass through Lua. Every key must share
         one hash slot. A read, so a resend is safe."""
+        started = time.monotonic()
         try:
             return self._lranges(ranges)
         except rex.OutOfMemoryError:
@@ -153,7 +181,7 @@ class Connection:
             return cast("list[list[bytes]]", self.script(_READ_LISTS, keys, args))
         except ERRORS as exc:
             retry = functools.partial(self._lranges, ranges)
-            return cast("list[list[bytes]]", self._recover(exc, retry))
+            return cast("list[list[bytes]]", self._recover(exc, retry, started))
 
     def _lranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[list[bytes]]:
         with self.client.pipeline(transaction=True) as pipe:
@@ -166,12 +194,13 @@ class Connection:
         covers one node only so far: scanning every primary is issue 6."""
         cursor: int = 0
         while True:
+            started = time.monotonic()
             try:
                 cursor, batch = self._scan(cursor, pattern, count)
             except ERRORS as exc:
                 # The same cursor again: SCAN is a read, resending it is harmless.
                 retry = functools.partial(self._scan, cursor, pattern, count)
-                cursor, batch = self._recover(exc, retry)
+                cursor, batch = self._recover(exc, retry, started)
             for key in batch:
                 yield cast(bytes, key)
             if not cursor:

@@ -56,7 +56,9 @@ class Checkpoints:
         """Push a checkpoint and trim the history to ``keep``, in one step.
 
         Saving an id that is already in the history (a retried call) changes nothing
-        and returns the stored checkpoint. With ``lease=`` (a lease named ``task_id``)
+        and returns the stored checkpoint; an id saved within the retry memory and gone
+        from the history since (deleted, trimmed) is not saved again either, and comes
+        back as sent with ``seq`` 0. With ``lease=`` (a lease named ``task_id``)
         the save is guarded: refused with LockLost, in the same step, unless the lease
         still holds the lock; its fence is recorded in the checkpoint.
 
@@ -75,10 +77,16 @@ class Checkpoints:
         cid = new_checkpoint_id() if checkpoint_id is None else check_id(checkpoint_id)
         blob, digest, stored_meta = self.spec.blob(keys[0], cid, state, phase, progress, metadata)
         fence = getattr(lease, "fence", None) if lease is not None else None
-        args = (*self.spec.save_args(cid, blob, keep, self.spec.write_ttl(ttl), fence), guard)
+        ttl_ms = self.spec.write_ttl(ttl)
+        memory_ms = self._conn.memory_ms
+        args = self.spec.save_args(cid, blob, keep, ttl_ms, fence, guard, memory_ms)
         reply = self._conn.script(_SAVE, keys, args)
         if reply[0] == 1:
             return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)
+        if reply[0] == 2:  # resent, and no longer in the history
+            return self.spec.saved_earlier(
+                task_id, cid, fence, state, phase, progress, stored_meta, digest
+            )
         return self.spec.checkpoint(task_id, keys[0], reply[1], reply[2])  # resent: the stored one
 
     def log(

@@ -118,7 +118,7 @@ class Collection:
             memory_ms=self._conn.memory_ms,
         )
         reply = self._conn.script(_PUT, keys, args)
-        return self.spec.written(id, key, data, expected, reply)
+        return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
     def update(
         self,

@@ -3,23 +3,29 @@ KEYS[1]  checkpoint list (newest first; each element is a blob made by the clien
 KEYS[2]  id list, aligned with KEYS[1]: "<seq:16>,<created_ms:13>,<fence>,<id>,<parent_id>"
 KEYS[3]  delta log (compacted away: a new snapshot starts here)
 KEYS[4]  lock key of the task id (read only when ARGV[6] is set)
+KEYS[5]  the task's recent writes (see checkpoint_log; used only when ARGV[7] is not "0")
 ARGV[1]  checkpoint id ([A-Za-z0-9_-], 1-64 chars)
 ARGV[2]  the checkpoint blob (stored as is)
 ARGV[3]  keep: how many checkpoints the history holds (1-100000)
 ARGV[4]  ttl in ms for every key of the task; "0" = no expiry
 ARGV[5]  fence of the lease the write is made under; "0" = none
 ARGV[6]  lease value the write is guarded by, or "" (unguarded)
+ARGV[7]  how long (ms) a checkpoint id is remembered; "0" = not at all
 returns  {1, entry}: saved, entry is its id-list element;
          {0, entry, blob}: this id is already in the history (a resent save): nothing
-         changed, the stored checkpoint is returned
+         changed, the stored checkpoint is returned;
+         {2}: this id was saved within the memory and is no longer in the history
+         (deleted, or trimmed past): nothing changed
 errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock
          (checked after the resend lookup). Both before any write.
 seq is the highest stored seq + 1: strictly increasing per task, under any number of
 concurrent savers (scripts run one at a time). The id scan costs O(keep).
 ]]
 local id, keep, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
+local memory_ms = rs_ttl(ARGV[7])
 if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^%d+$')
-    or keep < 1 or keep > 100000 or not ttl_ms or not string.match(ARGV[5], '^%d+$') then
+    or keep < 1 or keep > 100000 or not ttl_ms or not string.match(ARGV[5], '^%d+$')
+    or not memory_ms then
   return redis.error_reply('RSARG malformed arguments to checkpoint_save')
 end
 -- A damaged entry is skipped (restore skips its checkpoint too), never fatal: the
@@ -33,12 +39,14 @@ for i, entry in ipairs(entries) do
     if eid == id then return {0, entry, redis.call('LINDEX', KEYS[1], i - 1)} end
   end
 end
--- After the resend check: a save made while the lease held is reported as made.
+if memory_ms > 0 and redis.call('ZSCORE', KEYS[5], id) then return {2} end
+-- After the resend checks: a save made while the lease held is reported as made.
 local lost = rs_guard(KEYS[4], ARGV[6])
 if lost then return lost end
 
+local now_us = rs_now_us()
 local entry = string.format('%016.0f,%013.0f,%s,%s,%s',
-  seq + 1, math.floor(rs_now_us() / 1000), ARGV[5], id, parent)
+  seq + 1, math.floor(now_us / 1000), ARGV[5], id, parent)
 redis.call('LPUSH', KEYS[1], ARGV[2])
 redis.call('LPUSH', KEYS[2], entry)
 redis.call('LTRIM', KEYS[1], 0, keep - 1)
@@ -47,4 +55,5 @@ redis.call('DEL', KEYS[3])
 for i = 1, 2 do
   if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
 end
+if memory_ms > 0 then rs_remember(KEYS[5], id, now_us, now_us, memory_ms) end
 return {1, entry}

@@ -1,10 +1,10 @@
 --[[ lock_release: give a lease back, only if this lease still holds it; wake a waiter.
 KEYS[1]  lock key
 KEYS[2]  wake-up list waiters block on (BLPOP)
-KEYS[3]  the lock's last released value, kept ARGV[2] ms so that a resent release
-         reports the release it made
+KEYS[3]  the lock's recent writes: lease values released in the last ARGV[2] ms, so
+         that a resent release reports the release it made
 ARGV[1]  the lease's value "<token>,<fence>"
-ARGV[2]  how long (ms) the released value is kept; "0" = not kept
+ARGV[2]  how long (ms) released values are remembered; "0" = not at all
 returns  1: released (now or by an earlier send of this release); 0: the lease was not
          held any more (expired or taken over): nothing was deleted
 errors   RSARG on malformed arguments.
@@ -12,7 +12,7 @@ errors   RSARG on malformed arguments.
 local memory_ms = rs_ttl(ARGV[2])
 if not memory_ms then return redis.error_reply('RSARG malformed arguments to lock_release') end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  if memory_ms > 0 and redis.call('GET', KEYS[3]) == ARGV[1] then return 1 end
+  if memory_ms > 0 and redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 1 end
   return 0
 end
 redis.call('DEL', KEYS[1])
@@ -20,5 +20,8 @@ redis.call('DEL', KEYS[1])
 redis.call('DEL', KEYS[2])
 redis.call('RPUSH', KEYS[2], '1')
 redis.call('PEXPIRE', KEYS[2], 60000)
-if memory_ms > 0 then redis.call('SET', KEYS[3], ARGV[1], 'PX', memory_ms) end
+if memory_ms > 0 then
+  local now_us = rs_now_us()
+  rs_remember(KEYS[3], ARGV[1], now_us, now_us, memory_ms)
+end
 return 1

@@ -4,11 +4,12 @@ KEYS[2]  lock key of the record's id (read only when ARGV[2] is set)
 KEYS[3]  the record's recent writes (see record_put; used only when ARGV[4] is not "0")
 ARGV[1]  expected version (digits, > 0), or "" for any
 ARGV[2]  lease value the delete is guarded by, or "" (unguarded)
-ARGV[3]  the delete's own id ([A-Za-z0-9_-], 1-32 chars), remembered with the deleted
-         version so that a resend reports the delete it made
+ARGV[3]  the delete's own id ([A-Za-z0-9_-], 1-32 chars), remembered (scored by the
+         time of the delete) so that a resend reports the delete it made
 ARGV[4]  how long (ms) ids are remembered; "0" = nothing is remembered
-returns  {status, version}: status 1 = deleted (version: the deleted one); 0 = not
-         deleted: absent (version 0) or at another version than expected
+returns  {status, version}: status 1 = deleted (version: the deleted one, or 0 for a
+         resend of a delete already made); 0 = not deleted: absent (version 0) or at
+         another version than expected
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value,
          RSLOCKLOST if the lease no longer holds the lock.
 ]]
@@ -19,7 +20,7 @@ if (ARGV[1] ~= '' and not string.match(ARGV[1], '^[1-9]%d*$')) or not memory_ms
 end
 if memory_ms > 0 then
   local seen = redis.call('ZSCORE', KEYS[3], ARGV[3])
-  if seen then return {1, tonumber(seen)} end  -- a resend of a delete already made
+  if seen then return {1, 0} end  -- a resend of a delete already made
 end
 local lost = rs_guard(KEYS[2], ARGV[2])
 if lost then return lost end
@@ -34,6 +35,6 @@ if memory_ms > 0 then
   if upd >= math.floor(now_us / 1000) - memory_ms then
     rs_remember(KEYS[3], rs_wid(tail), version, now_us, memory_ms)
   end
-  rs_remember(KEYS[3], ARGV[3], version, now_us, memory_ms)
+  rs_remember(KEYS[3], ARGV[3], now_us, now_us, memory_ms)
 end
 return {1, version}

@@ -19,8 +19,8 @@ returns  written: the stored fields "<version>,<expires_ms>,<updated_ms>" as one
          {2, version, expires_ms, updated_ms}: the current value is this very write (a
          resend of a write already applied); nothing changed;
          {3, version, expires_ms, 0}: this write was applied earlier with this version and
-         has been overwritten or deleted since (a late resend); nothing changed;
-         expires_ms is the current record's (0 if none);
+         has been overwritten, deleted or has expired since (a late resend); nothing
+         changed; expires_ms is the current record's (0 if none);
          {0, version, 0, 0}: conflict, version is the current one (0 if absent).
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value,
          RSLOCKLOST if the lease no longer holds the lock. All before any write.
@@ -80,5 +80,9 @@ redis.call('SETRANGE', KEYS[1], RS_VERSION_AT, fields)
 if recent and version > 0 then
   -- The write replaced here may still be resent: remember it.
   rs_remember(KEYS[3], rs_wid(current_tail), version, now_us, memory_ms)
+end
+if memory_ms > 0 and expires_ms > 0 and expires_ms - now_ms < memory_ms then
+  -- This record may expire before a resend of this write arrives: remember it now.
+  rs_remember(KEYS[3], rs_wid(tail), new_version, now_us, memory_ms)
 end
 return fields

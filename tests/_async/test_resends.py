@@ -17,6 +17,7 @@ import pytest
 import redis
 
 from redistate import AsyncStore, LockLost, RetryPolicy, StoreUnavailable
+from redistate._io import async_sleep
 from redistate.scripts import script
 from tests.conftest import Backend
 
@@ -199,6 +200,82 @@ async def test_a_resent_release_is_not_reported_as_lost(
     taken = await other.lock("t", ttl=30, wait=0).acquire()
     assert taken.fence == 2
     await taken.release()
+
+
+async def test_a_resent_delete_of_an_old_record_is_still_recognised(
+    store: AsyncStore, other: AsyncStore, backend: Backend
+) -> None:
+    await store.sessions.put("s", {"n": 1})
+    key = store.keys.record("session", "s")
+    # Written long ago: its version (a time in µs) is far older than the memory.
+    backend.raw().setrange(key, 3, b"1000000000000000")
+
+    async def recreate_and_rewrite() -> None:
+        for i in range(30):  # overwrites trim the memory (one in eight at random)
+            await other.sessions.put("s", {"n": "new", "i": i})
+
+    LostReplies(store.client, "EVALSHA", recreate_and_rewrite).arm()
+    assert await store.sessions.delete("s") is True
+    got = await other.sessions.get("s")
+    assert got is not None and got.data == {"n": "new", "i": 29}
+
+
+async def test_a_put_resent_after_its_record_expired_is_not_applied_again(
+    store: AsyncStore, backend: Backend
+) -> None:
+    key = store.keys.record("session", "s")
+
+    async def expire() -> None:
+        backend.raw().delete(key)  # as if its 2 s TTL ran out before the resend
+
+    LostReplies(store.client, "EVALSHA", expire).arm()
+    rec = await store.sessions.put("s", {"n": 1}, if_version=0, ttl=2)
+    assert rec.version > 0 and await store.sessions.get("s") is None
+
+
+async def test_a_resent_release_after_a_quick_hand_off_is_not_lost(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    lease = await store.lock("t", ttl=30, renew=False).acquire()
+
+    async def hand_off() -> None:
+        taken = await other.lock("t", ttl=30, wait=0).acquire()
+        await taken.release()
+
+    LostReplies(store.client, "EVALSHA", hand_off).arm()
+    await lease.release()
+    assert not lease.lost.is_set()
+
+
+async def test_a_save_resent_after_the_task_was_deleted_does_not_bring_it_back(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    async def delete() -> None:
+        assert await other.checkpoints.delete("t") is True
+
+    LostReplies(store.client, "EVALSHA", delete).arm()
+    cp = await store.checkpoints.save("t", {"n": 1}, phase="p")
+    assert cp.seq == 0 and cp.state == {"n": 1} and cp.phase == "p"  # saved, now gone
+    assert await other.checkpoints.restore("t") is None
+
+
+async def test_a_first_try_that_fails_after_the_deadline_is_not_resent(
+    backend: Backend, namespace: str
+) -> None:
+    # The deadline counts from when the first try was sent: a reply lost later than
+    # that (a socket without a timeout can wait that long) is not resent, because the
+    # write memory may no longer cover it.
+    policy = RetryPolicy(deadline=0.2)
+    store = AsyncStore(backend.async_client(), namespace=namespace, retry=policy)
+
+    async def wait_past_the_deadline() -> None:
+        await async_sleep(0.3)
+
+    LostReplies(store.client, "EVALSHA", wait_past_the_deadline).arm()
+    with pytest.raises(StoreUnavailable, match="after 1 tries"):
+        await store.sessions.put("s", {"n": 1})
+    assert store._conn.resends == 0
+    await store.aclose()
 
 
 async def test_reads_are_retried(store: AsyncStore) -> None:

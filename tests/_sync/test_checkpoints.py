@@ -437,7 +437,7 @@ def test_deltas_must_be_patches_and_fences_numbers(store: Store) -> None:
 
     for fence in (-1, "7", 7.0, True):
         with pytest.raises(ValueError, match="fence"):
-            store.checkpoints.spec.save_args("cp", b"blob", None, 0, fence)
+            store.checkpoints.spec.save_args("cp", b"blob", None, 0, fence, "", 0)
     assert store.checkpoints.restore("t") is None
 
 

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from redistate import Store, LockLost, RetryPolicy, StoreUnavailable
+from redistate._io import sync_sleep
 from redistate.scripts import script
 from tests.conftest import Backend
 
@@ -200,6 +201,82 @@ def test_a_resent_release_is_not_reported_as_lost(
     taken = other.lock("t", ttl=30, wait=0).acquire()
     assert taken.fence == 2
     taken.release()
+
+
+def test_a_resent_delete_of_an_old_record_is_still_recognised(
+    store: Store, other: Store, backend: Backend
+) -> None:
+    store.sessions.put("s", {"n": 1})
+    key = store.keys.record("session", "s")
+    # Written long ago: its version (a time in µs) is far older than the memory.
+    backend.raw().setrange(key, 3, b"1000000000000000")
+
+    def recreate_and_rewrite() -> None:
+        for i in range(30):  # overwrites trim the memory (one in eight at random)
+            other.sessions.put("s", {"n": "new", "i": i})
+
+    LostReplies(store.client, "EVALSHA", recreate_and_rewrite).arm()
+    assert store.sessions.delete("s") is True
+    got = other.sessions.get("s")
+    assert got is not None and got.data == {"n": "new", "i": 29}
+
+
+def test_a_put_resent_after_its_record_expired_is_not_applied_again(
+    store: Store, backend: Backend
+) -> None:
+    key = store.keys.record("session", "s")
+
+    def expire() -> None:
+        backend.raw().delete(key)  # as if its 2 s TTL ran out before the resend
+
+    LostReplies(store.client, "EVALSHA", expire).arm()
+    rec = store.sessions.put("s", {"n": 1}, if_version=0, ttl=2)
+    assert rec.version > 0 and store.sessions.get("s") is None
+
+
+def test_a_resent_release_after_a_quick_hand_off_is_not_lost(
+    store: Store, other: Store
+) -> None:
+    lease = store.lock("t", ttl=30, renew=False).acquire()
+
+    def hand_off() -> None:
+        taken = other.lock("t", ttl=30, wait=0).acquire()
+        taken.release()
+
+    LostReplies(store.client, "EVALSHA", hand_off).arm()
+    lease.release()
+    assert not lease.lost.is_set()
+
+
+def test_a_save_resent_after_the_task_was_deleted_does_not_bring_it_back(
+    store: Store, other: Store
+) -> None:
+    def delete() -> None:
+        assert other.checkpoints.delete("t") is True
+
+    LostReplies(store.client, "EVALSHA", delete).arm()
+    cp = store.checkpoints.save("t", {"n": 1}, phase="p")
+    assert cp.seq == 0 and cp.state == {"n": 1} and cp.phase == "p"  # saved, now gone
+    assert other.checkpoints.restore("t") is None
+
+
+def test_a_first_try_that_fails_after_the_deadline_is_not_resent(
+    backend: Backend, namespace: str
+) -> None:
+    # The deadline counts from when the first try was sent: a reply lost later than
+    # that (a socket without a timeout can wait that long) is not resent, because the
+    # write memory may no longer cover it.
+    policy = RetryPolicy(deadline=0.2)
+    store = Store(backend.sync_client(), namespace=namespace, retry=policy)
+
+    def wait_past_the_deadline() -> None:
+        sync_sleep(0.3)
+
+    LostReplies(store.client, "EVALSHA", wait_past_the_deadline).arm()
+    with pytest.raises(StoreUnavailable, match="after 1 tries"):
+        store.sessions.put("s", {"n": 1})
+    assert store._conn.resends == 0
+    store.close()
 
 
 def test_reads_are_retried(store: Store) -> None:

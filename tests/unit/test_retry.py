@@ -43,6 +43,7 @@ def test_transient_errors_are_retried(exc: BaseException) -> None:
     "exc",
     [
         rex.AuthenticationError("invalid username-password pair"),
+        rex.ExternalAuthProviderError("the token provider failed"),
         rex.AuthorizationError("not authorized"),
         rex.NoPermissionError("no permissions"),
         rex.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
@@ -71,7 +72,7 @@ def test_out_of_memory_is_store_full_and_says_nothing_was_written() -> None:
 
 def test_the_default_policy() -> None:
     policy = RetryPolicy()
-    assert (policy.attempts, policy.deadline, policy.base, policy.cap) == (8, 15.0, 0.05, 2.0)
+    assert (policy.attempts, policy.deadline, policy.base, policy.cap) == (30, 15.0, 0.05, 2.0)
     assert policy.retries
     assert policy.memory_ms(5.0) == 26_000  # deadline + 2 socket timeouts + 1 s
     assert policy.memory_ms(None) == 26_000  # 5 s assumed without a socket timeout
