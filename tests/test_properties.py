@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from redistate import CodecError, Store
 from redistate.codec import MAX_DEPTH
 from tests.conftest import Backend
+from tests.unit.test_mergepatch import RFC_7386_EXAMPLES
 
 # -- strict equality and the reference merge ----------------------------------------------
 
@@ -71,24 +72,7 @@ def rfc7386(target: Any, patch: Any) -> Any:
     return doc
 
 
-# RFC 7386, Appendix A: every example, as (original, patch, result).
-RFC_EXAMPLES = [
-    ({"a": "b"}, {"a": "c"}, {"a": "c"}),
-    ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
-    ({"a": "b"}, {"a": None}, {}),
-    ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
-    ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
-    ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
-    ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
-    ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
-    (["a", "b"], ["c", "d"], ["c", "d"]),
-    ({"a": "b"}, ["c"], ["c"]),
-    ({"a": "foo"}, None, None),
-    ({"a": "foo"}, "bar", "bar"),
-    ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
-    ([1, 2], {"a": "b", "c": None}, {"a": "b"}),
-    ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
-]
+RFC_EXAMPLES = RFC_7386_EXAMPLES  # Appendix A, shared with the unit tests
 
 
 @pytest.mark.parametrize(("original", "patch", "result"), RFC_EXAMPLES)
