@@ -15,6 +15,8 @@ from typing import Any
 
 __all__ = [
     "async_event",
+    "async_initialize",
+    "async_lock",
     "async_finish",
     "async_join",
     "async_resolve",
@@ -22,6 +24,8 @@ __all__ = [
     "async_spawn",
     "async_wait",
     "sync_event",
+    "sync_initialize",
+    "sync_lock",
     "sync_finish",
     "sync_join",
     "sync_resolve",
@@ -119,3 +123,26 @@ async def async_finish(
 
 def sync_finish(fn: Callable[[], Any], undo: Callable[[Any], Any]) -> Any:
     return fn()  # nothing cancels a synchronous call half way
+
+
+# -- cluster clients -------------------------------------------------------------------
+
+
+def async_lock() -> asyncio.Lock:
+    return asyncio.Lock()
+
+
+def sync_lock() -> threading.Lock:
+    return threading.Lock()
+
+
+async def async_initialize(client: Any, lock: asyncio.Lock) -> None:
+    """Learn a cluster's topology once, before the first command: redis-py's asyncio
+    RedisCluster re-initializes (and drops connections) when many coroutines make its
+    first commands at once."""
+    async with lock:
+        await client.initialize()  # a no-op once initialized
+
+
+def sync_initialize(client: Any, lock: threading.Lock) -> None:
+    return None  # a sync RedisCluster learns its topology when it is built

@@ -17,9 +17,17 @@ import redis
 
 from redistate import embedded
 from tests.roundtrips import RoundTrips
-from tests.servers import Server, redis_binary, start_cluster_node, start_server, valkey_binary
+from tests.servers import (
+    Cluster,
+    Server,
+    redis_binary,
+    start_cluster,
+    start_cluster_node,
+    start_server,
+    valkey_binary,
+)
 
-BACKENDS = ["embedded", "redis7", "valkey9"]
+BACKENDS = ["embedded", "redis7", "valkey9", "cluster"]
 SERVER_BACKENDS = ["redis7", "valkey9"]
 
 
@@ -30,19 +38,33 @@ class Backend:
     name: str
     server: Server | None
     fake: Any = None
+    cluster: Cluster | None = None
 
     @property
     def url(self) -> str:
+        if self.cluster is not None:
+            return self.cluster.url
         if self.server is None:
             raise ValueError("the embedded backend has no URL")
         return self.server.url
 
     def sync_client(self) -> Any:
+        if self.cluster is not None:
+            from redis.cluster import RedisCluster
+
+            return RedisCluster(
+                host="127.0.0.1", port=self.cluster.primaries[0].port, socket_timeout=10
+            )
         if self.server is None:
             return embedded.sync_client(self.fake)
         return redis.Redis.from_url(self.url, socket_timeout=10)
 
     def async_client(self) -> Any:
+        if self.cluster is not None:
+            from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+            port = self.cluster.primaries[0].port
+            return AsyncRedisCluster(host="127.0.0.1", port=port, socket_timeout=10)
         if self.server is None:
             return embedded.async_client(self.fake)
         import redis.asyncio
@@ -72,6 +94,14 @@ def valkey9_server() -> Iterator[Server]:
 
 
 @pytest.fixture(scope="session")
+def cluster3() -> Iterator[Cluster]:
+    """A Redis 7 cluster of 3 primaries and 3 replicas, shared by the contract suite."""
+    cluster = start_cluster(redis_binary())
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
 def cluster_node() -> Iterator[Server]:
     """A one-node Redis 7 cluster (all slots on one primary)."""
     server = start_cluster_node(redis_binary())
@@ -84,6 +114,9 @@ def _backend(name: str, request: pytest.FixtureRequest) -> Backend:
         import fakeredis
 
         return Backend(name, None, fakeredis.FakeServer())
+    if name == "cluster":
+        cluster: Cluster = request.getfixturevalue("cluster3")
+        return Backend(name, None, cluster=cluster)
     server: Server = request.getfixturevalue(f"{name}_server")
     return Backend(name, server)
 
@@ -108,7 +141,7 @@ def namespace(request: pytest.FixtureRequest) -> Iterator[str]:
     for name in ("backend", "server_backend"):
         if name in request.fixturenames:
             b: Backend = request.getfixturevalue(name)
-            if b.server is not None:
+            if b.server is not None or b.cluster is not None:
                 client = b.raw()
                 keys = list(client.scan_iter(match=f"{ns}:*", count=1000))
                 if keys:

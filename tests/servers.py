@@ -24,6 +24,8 @@ __all__ = [
     "free_port",
     "redis_binary",
     "running",
+    "Cluster",
+    "start_cluster",
     "start_cluster_node",
     "start_server",
     "valkey_binary",
@@ -182,3 +184,131 @@ def start_cluster_node(binary: str) -> Server:
     finally:
         client.close()
     return server
+
+
+@dataclass
+class Cluster:
+    """A local Redis Cluster: ``primaries`` own the slots, ``replicas[i]`` follows
+    ``primaries[i]``."""
+
+    primaries: list[Server]
+    replicas: list[Server]
+
+    @property
+    def nodes(self) -> list[Server]:
+        return [*self.primaries, *self.replicas]
+
+    @property
+    def url(self) -> str:
+        """A ``redis+cluster://`` URL naming every node as a startup node."""
+        hosts = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+        return f"redis+cluster://{hosts}"
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def _node_id(server: Server) -> str:
+    client = server.client()
+    try:
+        return str(client.execute_command("CLUSTER", "MYID"), "utf-8")  # type: ignore[no-untyped-call]
+    finally:
+        client.close()
+
+
+def _owner(key: str, size: int, primaries: int) -> int:
+    """Which primary owns ``key``'s slot when each owns ``size`` slots in order."""
+    from redis.crc import key_slot
+
+    return min(key_slot(key.encode()) // size, primaries - 1)
+
+
+def _replicas_known(nodes: bytes) -> int:
+    """How many nodes a CLUSTER NODES reply lists as replicas (flags field)."""
+    return sum(b"slave" in line.split()[2] for line in nodes.strip().splitlines())
+
+
+def _wait_for(what: str, check: Any, deadline: float) -> None:
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"cluster: {what} did not happen in time")
+        time.sleep(0.02)  # readiness poll of a forming cluster, bounded by the deadline
+
+
+def start_cluster(binary: str, primaries: int = 3, *extra: str) -> Cluster:
+    """``primaries`` primaries with one replica each, on free loopback ports, formed
+    with CLUSTER MEET / ADDSLOTSRANGE / REPLICATE (no redis-cli needed)."""
+    nodes: list[Server] = []
+    try:
+        for _ in range(2 * primaries):
+            nodes.append(
+                start_server(
+                    binary,
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-node-timeout",
+                    "2000",
+                    "--enable-debug-command",
+                    "local",
+                    # Replicas sync at once instead of waiting for others to join.
+                    "--repl-diskless-sync-delay",
+                    "0",
+                    *extra,
+                )
+            )
+        clients = [n.client() for n in nodes]
+        commands: list[Any] = [c.execute_command for c in clients]
+        try:
+            for node in nodes[1:]:
+                commands[0]("CLUSTER", "MEET", "127.0.0.1", node.port)
+            size = 16384 // primaries
+            for i in range(primaries):
+                last = 16383 if i == primaries - 1 else (i + 1) * size - 1
+                commands[i]("CLUSTER", "ADDSLOTSRANGE", i * size, last)
+            deadline = time.monotonic() + 30
+
+            def everyone_met() -> bool:
+                return all(
+                    len(c("CLUSTER", "NODES").decode().strip().splitlines()) == len(nodes)
+                    for c in commands
+                )
+
+            _wait_for("MEET", everyone_met, deadline)
+            ids = [_node_id(n) for n in nodes[:primaries]]
+            for i in range(primaries):
+                commands[primaries + i]("CLUSTER", "REPLICATE", ids[i])
+
+            def serving() -> bool:
+                states = all(b"cluster_state:ok" in c("CLUSTER", "INFO") for c in commands)
+                links = all(
+                    c.info("replication").get("master_link_status") == "up"
+                    for c in clients[primaries:]
+                )
+                return states and links
+
+            _wait_for("cluster_state:ok with every replica in sync", serving, deadline)
+            for i in range(primaries):
+                # Something to replicate: a node lists a replica in CLUSTER SLOTS only
+                # once it has seen the replica acknowledge data.
+                key = next(
+                    k for n in range(10**6) if _owner(k := f"formed{n}", size, primaries) == i
+                )
+                commands[i]("SET", key, 1, "PX", 1)
+
+            def known() -> bool:
+                # Every node has heard (gossip) which nodes are replicas, and CLUSTER
+                # SLOTS (what clients read) lists each range's replica.
+                nodes = all(_replicas_known(c("CLUSTER", "NODES")) == primaries for c in commands)
+                listed = all(all(len(r) == 4 for r in c("CLUSTER", "SLOTS")) for c in commands)
+                return nodes and listed
+
+            _wait_for("every node listing every replica", known, deadline)
+        finally:
+            for c in clients:
+                c.close()
+    except Exception:
+        for node in nodes:
+            node.stop()
+        raise
+    return Cluster(nodes[:primaries], nodes[primaries:])

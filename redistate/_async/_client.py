@@ -20,6 +20,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from .._io import async_initialize, async_lock
 from .._translate import ERRORS, describe, translate, unavailable
 from ..retry import RetryPolicy, is_transient
 from ..scripts import Script, script
@@ -40,7 +41,17 @@ class AsyncConnection:
     carries an id the server remembers for ``memory_ms`` (0 when never retrying).
     """
 
-    __slots__ = ("address", "client", "memory_ms", "policy", "recovered", "resends", "timeout")
+    __slots__ = (
+        "_lock",
+        "_unready",
+        "address",
+        "client",
+        "memory_ms",
+        "policy",
+        "recovered",
+        "resends",
+        "timeout",
+    )
 
     def __init__(self, client: Redis | RedisCluster, policy: RetryPolicy | None = None) -> None:
         if not isinstance(client, Redis | RedisCluster):
@@ -73,6 +84,12 @@ class AsyncConnection:
         self.memory_ms = self.policy.memory_ms(self.timeout)
         self.resends = 0  # tries after a transient failure, for tests and metrics
         self.recovered = 0  # calls that succeeded only on a later try
+        self._unready = isinstance(client, RedisCluster)
+        self._lock = async_lock()
+
+    async def _ready(self) -> None:
+        await async_initialize(self.client, self._lock)
+        self._unready = False
 
     async def _recover(
         self,
@@ -122,6 +139,8 @@ class AsyncConnection:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
         load it and send it again: two extra round trips, once per server. ``budget``
         (seconds) shortens the retry deadline for this call."""
+        if self._unready:
+            await self._ready()
         started = time.monotonic()
         try:
             return await self._evalsha(script, keys, args)
@@ -139,6 +158,8 @@ class AsyncConnection:
             return await execute("EVALSHA", script.sha, len(keys), *keys, *args)
 
     async def get(self, key: str) -> bytes | None:
+        if self._unready:
+            await self._ready()
         started = time.monotonic()
         try:
             # decode_responses is refused in __init__, so replies are bytes.
@@ -148,6 +169,8 @@ class AsyncConnection:
             return cast("bytes | None", reply)
 
     async def pttl(self, key: str) -> int:
+        if self._unready:
+            await self._ready()
         started = time.monotonic()
         try:
             return int(await self.client.pttl(key))
@@ -157,6 +180,8 @@ class AsyncConnection:
     async def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
         """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
         shortens the retry deadline."""
+        if self._unready:
+            await self._ready()
         seconds = max(timeout, 0.001)
         started = time.monotonic()
         try:
@@ -169,6 +194,8 @@ class AsyncConnection:
         """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
         consistent view, and list elements never pass through Lua. Every key must share
         one hash slot. A read, so a resend is safe."""
+        if self._unready:
+            await self._ready()
         started = time.monotonic()
         try:
             return await self._lranges(ranges)
@@ -189,25 +216,44 @@ class AsyncConnection:
             return list(await pipe.execute())
 
     async def scan(self, pattern: str, count: int = 1000) -> AsyncIterator[bytes]:
-        """Every key matching ``pattern`` (SCAN; never KEYS). On a cluster client this
-        covers one node only so far: scanning every primary is issue 6."""
-        cursor: int = 0
-        while True:
-            started = time.monotonic()
-            try:
-                cursor, batch = await self._scan(cursor, pattern, count)
-            except ERRORS as exc:
-                # The same cursor again: SCAN is a read, resending it is harmless.
-                retry = functools.partial(self._scan, cursor, pattern, count)
-                cursor, batch = await self._recover(exc, retry, started)
-            for key in batch:
-                yield cast(bytes, key)
-            if not cursor:
-                return
+        """Every key matching ``pattern``: SCAN (never KEYS) on the server, or on each
+        primary of a cluster in turn."""
+        if self._unready:
+            await self._ready()
+        for node in await self._scan_targets():
+            cursor: int = 0
+            while True:
+                started = time.monotonic()
+                try:
+                    cursor, batch = await self._scan(cursor, pattern, count, node)
+                except ERRORS as exc:
+                    # The same cursor again: SCAN is a read, resending it is harmless.
+                    retry = functools.partial(self._scan, cursor, pattern, count, node)
+                    cursor, batch = await self._recover(exc, retry, started)
+                for key in batch:
+                    yield cast(bytes, key)
+                if not cursor:
+                    break
 
-    async def _scan(self, cursor: int, pattern: str, count: int) -> tuple[int, list[Any]]:
-        reply = await self.client.scan(cursor, match=pattern, count=count)
-        return cast("tuple[int, list[Any]]", reply)
+    async def _scan_targets(self) -> list[Any]:
+        """[None] for one server; a cluster's primaries (a replica holds the same keys)."""
+        if not isinstance(self.client, RedisCluster):
+            return [None]
+        cluster: Any = self.client  # partly untyped in redis-py's sync flavour
+        if not cluster.get_primaries():
+            await cluster.execute_command("PING")  # learns the topology first
+        return list(cluster.get_primaries())
+
+    async def _scan(
+        self, cursor: int, pattern: str, count: int, node: Any
+    ) -> tuple[int, list[Any]]:
+        if node is None:
+            reply = await self.client.scan(cursor, match=pattern, count=count)
+            return cast("tuple[int, list[Any]]", reply)
+        # A cluster client answers {node name: cursor} for the nodes it asked.
+        client: Any = self.client
+        cursors, batch = await client.scan(cursor, match=pattern, count=count, target_nodes=node)
+        return int(next(iter(cursors.values()))), batch
 
     async def aclose(self) -> None:
         try:

@@ -8,8 +8,6 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from ..checkpoints import CheckpointSpec
 from ..codec import Codec, JsonCodec
@@ -18,6 +16,7 @@ from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
 from ._client import AsyncConnection
+from ._connect import client_for
 from .checkpoints import AsyncCheckpoints
 from .leases import AsyncLease
 from .records import AsyncCollection
@@ -81,6 +80,7 @@ class AsyncStore:
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
         self._conn = AsyncConnection(client, retry)
+        self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
@@ -117,22 +117,17 @@ class AsyncStore:
         retry: RetryPolicy | None = None,
         **redis_options: Any,
     ) -> AsyncStore:
-        """Connect to a ``redis://``, ``rediss://`` or ``unix://`` URL.
+        """Connect to a URL: ``redis://host:port/db`` (``rediss://``, ``unix://``),
+        ``redis+cluster://host:port[,host:port...]`` or
+        ``redis+sentinel://host:port[,host:port...]/service[/db]`` (see redistate.urls).
 
         ``timeout`` bounds connecting and each reply; ``retry`` says how often and how
         long a call is tried before StoreUnavailable. redis-py's own retries are off:
-        one layer owns resends. Other keyword arguments go to
-        ``redis.asyncio.Redis.from_url``.
+        one layer owns resends. Other keyword arguments go to redis-py's client
+        (``sentinel_kwargs=`` to the sentinels' connections).
         """
-        seconds = check_timeout(timeout)
-        options: dict[str, Any] = {
-            "socket_timeout": seconds,
-            "socket_connect_timeout": seconds,
-            "retry": Retry(NoBackoff(), 0),
-        }
-        options.update(redis_options)
-        client = Redis.from_url(url, **options)
-        return cls(
+        client, others = client_for(url, check_timeout(timeout), dict(redis_options))
+        store = cls(
             client,
             namespace=namespace,
             codec=codec,
@@ -146,6 +141,8 @@ class AsyncStore:
             checkpoint_max_deltas=checkpoint_max_deltas,
             retry=retry,
         )
+        store._others = others
+        return store
 
     @classmethod
     def embedded(cls, *, namespace: str = "redistate", **options: Any) -> AsyncStore:
@@ -204,8 +201,10 @@ class AsyncStore:
         return AsyncTaskRun(self, task_id, ttl=ttl, wait=wait)
 
     async def aclose(self) -> None:
-        """Close the client's connections."""
+        """Close the client's connections (and a Sentinel URL's sentinel clients)."""
         await self._conn.aclose()
+        for other in self._others:
+            await other.aclose()
 
     async def __aenter__(self) -> AsyncStore:
         return self

@@ -21,6 +21,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from .._io import sync_initialize, sync_lock
 from .._translate import ERRORS, describe, translate, unavailable
 from ..retry import RetryPolicy, is_transient
 from ..scripts import Script, script
@@ -41,7 +42,17 @@ class Connection:
     carries an id the server remembers for ``memory_ms`` (0 when never retrying).
     """
 
-    __slots__ = ("address", "client", "memory_ms", "policy", "recovered", "resends", "timeout")
+    __slots__ = (
+        "_lock",
+        "_unready",
+        "address",
+        "client",
+        "memory_ms",
+        "policy",
+        "recovered",
+        "resends",
+        "timeout",
+    )
 
     def __init__(self, client: Redis | RedisCluster, policy: RetryPolicy | None = None) -> None:
         if not isinstance(client, Redis | RedisCluster):
@@ -74,6 +85,12 @@ class Connection:
         self.memory_ms = self.policy.memory_ms(self.timeout)
         self.resends = 0  # tries after a transient failure, for tests and metrics
         self.recovered = 0  # calls that succeeded only on a later try
+        self._unready = isinstance(client, RedisCluster)
+        self._lock = sync_lock()
+
+    def _ready(self) -> None:
+        sync_initialize(self.client, self._lock)
+        self._unready = False
 
     def _recover(
         self,
@@ -123,6 +140,8 @@ class Connection:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
         load it and send it again: two extra round trips, once per server. ``budget``
         (seconds) shortens the retry deadline for this call."""
+        if self._unready:
+            self._ready()
         started = time.monotonic()
         try:
             return self._evalsha(script, keys, args)
@@ -140,6 +159,8 @@ class Connection:
             return execute("EVALSHA", script.sha, len(keys), *keys, *args)
 
     def get(self, key: str) -> bytes | None:
+        if self._unready:
+            self._ready()
         started = time.monotonic()
         try:
             # decode_responses is refused in __init__, so replies are bytes.
@@ -149,6 +170,8 @@ class Connection:
             return cast("bytes | None", reply)
 
     def pttl(self, key: str) -> int:
+        if self._unready:
+            self._ready()
         started = time.monotonic()
         try:
             return int(self.client.pttl(key))
@@ -158,6 +181,8 @@ class Connection:
     def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
         """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
         shortens the retry deadline."""
+        if self._unready:
+            self._ready()
         seconds = max(timeout, 0.001)
         started = time.monotonic()
         try:
@@ -170,6 +195,8 @@ class Connection:
         """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
         consistent view, and list elements never pass through Lua. Every key must share
         one hash slot. A read, so a resend is safe."""
+        if self._unready:
+            self._ready()
         started = time.monotonic()
         try:
             return self._lranges(ranges)
@@ -190,25 +217,44 @@ class Connection:
             return list(pipe.execute())
 
     def scan(self, pattern: str, count: int = 1000) -> Iterator[bytes]:
-        """Every key matching ``pattern`` (SCAN; never KEYS). On a cluster client this
-        covers one node only so far: scanning every primary is issue 6."""
-        cursor: int = 0
-        while True:
-            started = time.monotonic()
-            try:
-                cursor, batch = self._scan(cursor, pattern, count)
-            except ERRORS as exc:
-                # The same cursor again: SCAN is a read, resending it is harmless.
-                retry = functools.partial(self._scan, cursor, pattern, count)
-                cursor, batch = self._recover(exc, retry, started)
-            for key in batch:
-                yield cast(bytes, key)
-            if not cursor:
-                return
+        """Every key matching ``pattern``: SCAN (never KEYS) on the server, or on each
+        primary of a cluster in turn."""
+        if self._unready:
+            self._ready()
+        for node in self._scan_targets():
+            cursor: int = 0
+            while True:
+                started = time.monotonic()
+                try:
+                    cursor, batch = self._scan(cursor, pattern, count, node)
+                except ERRORS as exc:
+                    # The same cursor again: SCAN is a read, resending it is harmless.
+                    retry = functools.partial(self._scan, cursor, pattern, count, node)
+                    cursor, batch = self._recover(exc, retry, started)
+                for key in batch:
+                    yield cast(bytes, key)
+                if not cursor:
+                    break
 
-    def _scan(self, cursor: int, pattern: str, count: int) -> tuple[int, list[Any]]:
-        reply = self.client.scan(cursor, match=pattern, count=count)
-        return cast("tuple[int, list[Any]]", reply)
+    def _scan_targets(self) -> list[Any]:
+        """[None] for one server; a cluster's primaries (a replica holds the same keys)."""
+        if not isinstance(self.client, RedisCluster):
+            return [None]
+        cluster: Any = self.client  # partly untyped in redis-py's sync flavour
+        if not cluster.get_primaries():
+            cluster.execute_command("PING")  # learns the topology first
+        return list(cluster.get_primaries())
+
+    def _scan(
+        self, cursor: int, pattern: str, count: int, node: Any
+    ) -> tuple[int, list[Any]]:
+        if node is None:
+            reply = self.client.scan(cursor, match=pattern, count=count)
+            return cast("tuple[int, list[Any]]", reply)
+        # A cluster client answers {node name: cursor} for the nodes it asked.
+        client: Any = self.client
+        cursors, batch = client.scan(cursor, match=pattern, count=count, target_nodes=node)
+        return int(next(iter(cursors.values()))), batch
 
     def close(self) -> None:
         try:

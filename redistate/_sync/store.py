@@ -9,8 +9,6 @@ from typing import Any
 
 from redis import Redis
 from redis.cluster import RedisCluster
-from redis.retry import Retry
-from redis.backoff import NoBackoff
 
 from ..checkpoints import CheckpointSpec
 from ..codec import Codec, JsonCodec
@@ -19,6 +17,7 @@ from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
 from ._client import Connection
+from ._connect import client_for
 from .checkpoints import Checkpoints
 from .leases import Lease
 from .records import Collection
@@ -82,6 +81,7 @@ class Store:
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
         self._conn = Connection(client, retry)
+        self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
@@ -118,22 +118,17 @@ class Store:
         retry: RetryPolicy | None = None,
         **redis_options: Any,
     ) -> Store:
-        """Connect to a ``redis://``, ``rediss://`` or ``unix://`` URL.
+        """Connect to a URL: ``redis://host:port/db`` (``rediss://``, ``unix://``),
+        ``redis+cluster://host:port[,host:port...]`` or
+        ``redis+sentinel://host:port[,host:port...]/service[/db]`` (see redistate.urls).
 
         ``timeout`` bounds connecting and each reply; ``retry`` says how often and how
         long a call is tried before StoreUnavailable. redis-py's own retries are off:
-        one layer owns resends. Other keyword arguments go to
-        ``redis.Redis.from_url``.
+        one layer owns resends. Other keyword arguments go to redis-py's client
+        (``sentinel_kwargs=`` to the sentinels' connections).
         """
-        seconds = check_timeout(timeout)
-        options: dict[str, Any] = {
-            "socket_timeout": seconds,
-            "socket_connect_timeout": seconds,
-            "retry": Retry(NoBackoff(), 0),
-        }
-        options.update(redis_options)
-        client = Redis.from_url(url, **options)
-        return cls(
+        client, others = client_for(url, check_timeout(timeout), dict(redis_options))
+        store = cls(
             client,
             namespace=namespace,
             codec=codec,
@@ -147,6 +142,8 @@ class Store:
             checkpoint_max_deltas=checkpoint_max_deltas,
             retry=retry,
         )
+        store._others = others
+        return store
 
     @classmethod
     def embedded(cls, *, namespace: str = "redistate", **options: Any) -> Store:
@@ -205,8 +202,10 @@ class Store:
         return TaskRun(self, task_id, ttl=ttl, wait=wait)
 
     def close(self) -> None:
-        """Close the client's connections."""
+        """Close the client's connections (and a Sentinel URL's sentinel clients)."""
         self._conn.close()
+        for other in self._others:
+            other.close()
 
     def __enter__(self) -> Store:
         return self

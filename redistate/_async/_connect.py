@@ -1,0 +1,52 @@
+"""Build the redis-py client a store URL names (async source of truth)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
+from redis.backoff import NoBackoff
+
+from ..urls import parse_url
+
+__all__ = ["client_for"]
+
+
+def client_for(
+    url: str, timeout: float, options: dict[str, Any]
+) -> tuple[Redis | RedisCluster, list[Any]]:
+    """(client, other clients the store must close with it) for ``url``: a Redis, a
+    RedisCluster over its startup nodes, or a Sentinel service's primary.
+
+    ``timeout`` bounds connecting and each reply, on data nodes and sentinels alike;
+    redis-py's own retries are off (the store retries). ``options`` go to redis-py.
+    """
+    target = parse_url(url)
+    timeouts: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    credentials: dict[str, Any] = {"username": target.username, "password": target.password}
+    if target.kind == "standalone":
+        client = Redis.from_url(url, **timeouts, retry=Retry(NoBackoff(), 0), **options)
+        return client, []
+    if target.kind == "cluster":
+        node: Any = ClusterNode  # untyped in redis-py's sync flavour
+        nodes = [node(host, port) for host, port in target.hosts]
+        cluster = RedisCluster(
+            startup_nodes=nodes, ssl=target.tls, **credentials, **timeouts, **options
+        )
+        return cluster, []
+    sentinel_options = {**timeouts, **options.pop("sentinel_kwargs", {})}
+    sentinels: Any = Sentinel  # untyped in redis-py
+    sentinel = sentinels(list(target.hosts), sentinel_kwargs=sentinel_options, **timeouts)
+    assert target.service is not None  # parse_url requires it for sentinel URLs
+    primary = sentinel.master_for(
+        target.service,
+        db=target.db,
+        ssl=target.tls,
+        retry=Retry(NoBackoff(), 0),
+        **credentials,
+        **options,
+    )
+    return cast("Redis", primary), list(sentinel.sentinels)

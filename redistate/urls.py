@@ -1,0 +1,113 @@
+"""Which server a URL names: one Redis, a Redis Cluster, or a Sentinel service (pure).
+
+    redis://[user:password@]host:port[/db]            rediss:// for TLS; unix:///path
+    redis+cluster://[user:password@]host:port[,host:port...]         rediss+cluster://
+    redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]
+                                                                     rediss+sentinel://
+
+Several ``host:port`` pairs are startup nodes (cluster) or the sentinels to ask
+(sentinel). A password in a sentinel URL is the data nodes'; pass
+``sentinel_kwargs={...}`` to ``from_url`` when the sentinels need their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import unquote
+
+__all__ = ["Target", "parse_url"]
+
+Kind = Literal["standalone", "cluster", "sentinel"]
+_SCHEMES: dict[str, tuple[Kind, bool]] = {
+    "redis": ("standalone", False),
+    "rediss": ("standalone", True),
+    "unix": ("standalone", False),
+    "redis+cluster": ("cluster", False),
+    "rediss+cluster": ("cluster", True),
+    "redis+sentinel": ("sentinel", False),
+    "rediss+sentinel": ("sentinel", True),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What :func:`parse_url` found. ``url`` is for standalone servers (redis-py
+    parses those itself); the other fields are for cluster and sentinel URLs."""
+
+    kind: Kind
+    url: str
+    hosts: tuple[tuple[str, int], ...] = ()
+    username: str | None = None
+    password: str | None = None
+    tls: bool = False
+    service: str | None = None
+    db: int = 0
+
+
+def _host_port(text: str, url: str) -> tuple[str, int]:
+    if text.startswith("["):  # [IPv6]:port
+        host, _, rest = text[1:].partition("]")
+        port_text = rest.removeprefix(":")
+    else:
+        host, _, port_text = text.rpartition(":")
+        if not host:
+            host, port_text = text, ""
+    if not host:
+        raise ValueError(f"no host in {text!r} of {url!r}")
+    if not port_text:
+        return host, 6379 if "sentinel" not in url.split("://", 1)[0] else 26379
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"port {port_text!r} in {url!r} must be a number from 1 to 65535")
+    return host, int(port_text)
+
+
+def parse_url(url: object) -> Target:
+    """Parse a store URL (forms in the module docstring).
+
+    Raises:
+        TypeError: ``url`` is not a str. ValueError: an unknown scheme, no host, a bad
+        port, a sentinel URL without a service name, or a bad db number.
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str, got {type(url).__name__}")
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in _SCHEMES:
+        known = ", ".join(f"{s}://" for s in _SCHEMES)
+        raise ValueError(f"url {url!r} has an unknown scheme; use one of {known}")
+    kind, tls = _SCHEMES[scheme.lower()]
+    if kind == "standalone":
+        return Target(kind, url, tls=tls)
+    location, _, query = rest.partition("?")
+    if query:
+        raise ValueError(
+            f"url {url!r}: options in a {scheme}:// URL are not read; pass them to from_url"
+        )
+    netloc, _, path = location.partition("/")
+    userinfo, at, hostlist = netloc.rpartition("@")
+    if not at:
+        hostlist, userinfo = netloc, ""
+    username, colon, password = userinfo.partition(":")
+    hosts = tuple(_host_port(h, url) for h in hostlist.split(",") if h)
+    if not hosts:
+        raise ValueError(f"url {url!r} names no host")
+    parts = [p for p in path.split("/") if p]
+    service, db = None, 0
+    if kind == "sentinel":
+        if not parts:
+            raise ValueError(f"url {url!r} needs a service name: {scheme}://host:port/service")
+        service = unquote(parts.pop(0))
+    if parts:
+        if kind == "cluster" or len(parts) > 1 or not parts[0].isdigit():
+            raise ValueError(f"url {url!r}: unexpected path {'/'.join(parts)!r}")
+        db = int(parts[0])
+    return Target(
+        kind,
+        url,
+        hosts=hosts,
+        username=unquote(username) or None,
+        password=unquote(password) if colon else None,
+        tls=tls,
+        service=service,
+        db=db,
+    )

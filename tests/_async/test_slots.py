@@ -1,0 +1,82 @@
+"""Every script and every transaction redistate sends touches one hash slot.
+
+A workload that runs every operation records the keys of each script call and each
+MULTI/EXEC; each group must map to one cluster slot (what makes redistate work on
+Redis Cluster without CROSSSLOT), and every script must have been seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from redis.crc import key_slot
+
+from redistate import AsyncStore
+from redistate._async._client import AsyncConnection
+from redistate.scripts import names, script
+from tests.conftest import Backend
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[str, ...]]] = []
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    seen = Recorder()
+    run_script = AsyncConnection.script
+    run_lranges = AsyncConnection.lranges
+
+    async def recording_script(
+        self: AsyncConnection, s: Any, keys: Sequence[str], args: Sequence[Any], *more: Any
+    ) -> Any:
+        seen.calls.append((s.name, tuple(keys)))
+        return await run_script(self, s, keys, args, *more)
+
+    async def recording_lranges(self: AsyncConnection, *ranges: tuple[str, int, int]) -> Any:
+        seen.calls.append(("MULTI/EXEC", tuple(r[0] for r in ranges)))
+        return await run_lranges(self, *ranges)
+
+    monkeypatch.setattr(AsyncConnection, "script", recording_script)
+    monkeypatch.setattr(AsyncConnection, "lranges", recording_lranges)
+    return seen
+
+
+async def test_every_script_and_transaction_stays_in_one_slot(
+    backend: Backend, namespace: str, recorder: Recorder
+) -> None:
+    store = AsyncStore(backend.async_client(), namespace=namespace)
+    for entity in ("s1", "{odd}*id", "t"):
+        await store.sessions.put(entity, {"n": 1})
+        await store.sessions.get(entity, touch=True)
+        await store.sessions.touch(entity, ttl=60)
+        await store.users.merge(entity, {"a": 1})
+        rec = await store.users.update(entity, lambda d: {**d, "b": 2})
+        await store.users.delete(entity, if_version=rec.version)
+        await store.sessions.delete(entity)
+        cp = await store.checkpoints.save(entity, {"n": 1})
+        await store.checkpoints.log(entity, {"m": 2})
+        await store.checkpoints.latest(entity)
+        await store.checkpoints.history(entity)
+        await store.checkpoints.get(entity, cp.id)
+        await store.checkpoints.restore(entity)
+        lease = await store.lock(entity, ttl=30, renew=False).acquire()
+        await lease.extend()
+        await store.users.put(entity, {"guarded": True}, lease=lease)
+        await store.checkpoints.delete(entity, lease=lease)
+        await lease.release()
+        await store.lock(entity, ttl=30, renew=False)._abandon()
+        task_keys = store.keys.task_keys(entity)
+        await store._conn.script(script("read_lists"), task_keys, [0, -1] * 3)
+        async with store.task(entity) as run:
+            await run.save({"step": 1})
+    await store.aclose()
+
+    assert recorder.calls
+    for name, keys in recorder.calls:
+        slots = {key_slot(k.encode()) for k in keys}
+        assert len(slots) == 1, f"{name} spans slots {slots}: {keys}"
+    assert {name for name, _ in recorder.calls} >= {*names(), "MULTI/EXEC"}
