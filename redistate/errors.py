@@ -10,6 +10,7 @@ __all__ = [
     "LockError",
     "LockLost",
     "LockTimeout",
+    "NotReplicated",
     "RedistateError",
     "StateTooLarge",
     "StepFailed",
@@ -85,3 +86,8 @@ class StoreUnavailable(RedistateError):
 class StoreFull(RedistateError):
     """The server refused a write for want of memory (maxmemory with noeviction).
     Nothing was written: scripts check memory before their first write."""
+
+
+class NotReplicated(RedistateError):
+    """A write made with ``durability="replicated"`` was applied on the primary but no
+    replica confirmed it in time: it may still exist, and may be lost in a failover."""

@@ -19,15 +19,17 @@ from redistate import embedded
 from tests.roundtrips import RoundTrips
 from tests.servers import (
     Cluster,
+    SentinelSetup,
     Server,
     redis_binary,
     start_cluster,
     start_cluster_node,
+    start_sentinel_setup,
     start_server,
     valkey_binary,
 )
 
-BACKENDS = ["embedded", "redis7", "valkey9", "cluster"]
+BACKENDS = ["embedded", "redis7", "valkey9", "cluster", "sentinel"]
 SERVER_BACKENDS = ["redis7", "valkey9"]
 
 
@@ -39,16 +41,34 @@ class Backend:
     server: Server | None
     fake: Any = None
     cluster: Cluster | None = None
+    sentinel: SentinelSetup | None = None
+
+    @property
+    def remote(self) -> bool:
+        """A real server (or several), as opposed to the embedded fakeredis."""
+        return self.fake is None
 
     @property
     def url(self) -> str:
         if self.cluster is not None:
             return self.cluster.url
+        if self.sentinel is not None:
+            return self.sentinel.url
         if self.server is None:
             raise ValueError("the embedded backend has no URL")
         return self.server.url
 
+    def _sentinel_primary(self, flavour: Any) -> Any:
+        assert self.sentinel is not None
+        hosts = [("127.0.0.1", s.port) for s in self.sentinel.sentinels]
+        sentinel = flavour(hosts, socket_timeout=10)
+        return sentinel.master_for(self.sentinel.service, socket_timeout=10)
+
     def sync_client(self) -> Any:
+        if self.sentinel is not None:
+            from redis.sentinel import Sentinel
+
+            return self._sentinel_primary(Sentinel)
         if self.cluster is not None:
             from redis.cluster import RedisCluster
 
@@ -60,6 +80,10 @@ class Backend:
         return redis.Redis.from_url(self.url, socket_timeout=10)
 
     def async_client(self) -> Any:
+        if self.sentinel is not None:
+            from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+            return self._sentinel_primary(AsyncSentinel)
         if self.cluster is not None:
             from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
@@ -102,6 +126,14 @@ def cluster3() -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="session")
+def sentinel_setup() -> Iterator[SentinelSetup]:
+    """A Redis 7 primary, a replica and three sentinels, shared by the contract suite."""
+    setup = start_sentinel_setup(redis_binary())
+    yield setup
+    setup.stop()
+
+
+@pytest.fixture(scope="session")
 def cluster_node() -> Iterator[Server]:
     """A one-node Redis 7 cluster (all slots on one primary)."""
     server = start_cluster_node(redis_binary())
@@ -117,6 +149,9 @@ def _backend(name: str, request: pytest.FixtureRequest) -> Backend:
     if name == "cluster":
         cluster: Cluster = request.getfixturevalue("cluster3")
         return Backend(name, None, cluster=cluster)
+    if name == "sentinel":
+        setup: SentinelSetup = request.getfixturevalue("sentinel_setup")
+        return Backend(name, None, sentinel=setup)
     server: Server = request.getfixturevalue(f"{name}_server")
     return Backend(name, server)
 
@@ -141,7 +176,7 @@ def namespace(request: pytest.FixtureRequest) -> Iterator[str]:
     for name in ("backend", "server_backend"):
         if name in request.fixturenames:
             b: Backend = request.getfixturevalue(name)
-            if b.server is not None or b.cluster is not None:
+            if b.remote:
                 client = b.raw()
                 keys = list(client.scan_iter(match=f"{ns}:*", count=1000))
                 if keys:

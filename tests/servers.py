@@ -25,6 +25,8 @@ __all__ = [
     "redis_binary",
     "running",
     "Cluster",
+    "SentinelSetup",
+    "start_sentinel_setup",
     "start_cluster",
     "start_cluster_node",
     "start_server",
@@ -312,3 +314,85 @@ def start_cluster(binary: str, primaries: int = 3, *extra: str) -> Cluster:
             node.stop()
         raise
     return Cluster(nodes[:primaries], nodes[primaries:])
+
+
+@dataclass
+class SentinelSetup:
+    """A primary, its replica and three sentinels watching ``service``."""
+
+    primary: Server
+    replica: Server
+    sentinels: list[Server]
+    service: str = "mymaster"
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.service}"
+
+    def stop(self) -> None:
+        for server in (*self.sentinels, self.primary, self.replica):
+            server.stop()
+
+
+def _start_sentinel(binary: str, primary: Server, service: str) -> Server:
+    last: Exception | None = None
+    for _ in range(5):
+        port = free_port()
+        workdir = Path(tempfile.mkdtemp(prefix="redistate-sentinel-"))
+        conf = workdir / "sentinel.conf"
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {workdir}\n"
+            f"logfile {workdir / 'server.log'}\n"
+            f"sentinel monitor {service} 127.0.0.1 {primary.port} 2\n"
+            f"sentinel down-after-milliseconds {service} 1000\n"
+            f"sentinel failover-timeout {service} 5000\n"
+            f"sentinel parallel-syncs {service} 1\n"
+        )
+        args = (binary, str(conf), "--sentinel")
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        server = Server(binary, port, workdir, proc, args=args)
+        try:
+            _wait_ready(server, time.monotonic() + 15)
+            return server
+        except Exception as exc:  # port taken between probe and bind, or a real failure
+            last = exc
+            server.stop()
+    raise RuntimeError(f"could not start a sentinel: {last}") from last
+
+
+def start_sentinel_setup(binary: str, service: str = "mymaster") -> SentinelSetup:
+    """A primary, a replica of it and three sentinels (quorum 2) on free ports; ready
+    once every sentinel knows the replica and the other sentinels."""
+    primary = start_server(binary, "--repl-diskless-sync-delay", "0")
+    started: list[Server] = [primary]
+    try:
+        replica = start_server(
+            binary, "--replicaof", "127.0.0.1", str(primary.port), "--repl-diskless-sync-delay", "0"
+        )
+        started.append(replica)
+        sentinels = []
+        for _ in range(3):
+            sentinels.append(_start_sentinel(binary, primary, service))
+            started.append(sentinels[-1])
+        clients = [s.client() for s in sentinels]
+        try:
+
+            def ready() -> bool:
+                for client in clients:
+                    state: Any = client.sentinel_master(service)
+                    if int(state["num-slaves"]) < 1 or int(state["num-other-sentinels"]) < 2:
+                        return False
+                return True
+
+            _wait_for(
+                "sentinels discovering each other and the replica", ready, time.monotonic() + 30
+            )
+        finally:
+            for c in clients:
+                c.close()
+    except Exception:
+        for server in started:
+            server.stop()
+        raise
+    return SentinelSetup(primary, replica, sentinels, service)

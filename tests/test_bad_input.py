@@ -148,7 +148,7 @@ def shared_world(request: pytest.FixtureRequest) -> Iterator[World]:
     yield w
     w.lease.release()
     keys = list(w.raw.scan_iter(match=f"{w.namespace}:*", count=1000))
-    if keys and backend.server is not None:
+    if keys and backend.remote:
         w.raw.delete(*keys)
     w.store.close()
     w.raw.close()

@@ -51,3 +51,19 @@ def test_locks_benchmark_runs_and_meets_round_trip_targets() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "hand-off" in done.stdout and "redis-py Lock" in done.stdout
+
+
+def test_durability_benchmark_runs_and_keeps_replicated_writes_to_one_request() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "durability.py"),
+            *("--n", "200", "--rounds", "2", "--warmup", "20"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for op in ("put", "merge", "checkpoint save"):
+        assert f"\n{op} " in done.stdout

@@ -50,17 +50,34 @@ def stored_tags(url: str, namespace: str) -> list[str]:
         return tags
 
 
-def run_writers(url: str, namespace: str, during: Callable[[], None]) -> list[dict[str, Any]]:
-    """PROCESSES writer processes; ``during`` runs once they are a quarter through."""
+def run_writers(
+    url: str,
+    namespace: str,
+    during: Callable[[], None],
+    per_process: int = PER_PROCESS,
+    durability: str = "async",
+) -> list[dict[str, Any]]:
+    """PROCESSES writer processes; ``during`` runs once they are a quarter through, and
+    must be over while they still write (so the fault lands mid-run)."""
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, ProcessPoolExecutor(PROCESSES, mp_context=ctx) as pool:
         progress = manager.Event()
         futures = [
-            pool.submit(workers.append_writes, url, namespace, w, PER_PROCESS, RECORDS, progress)
+            pool.submit(
+                workers.append_writes,
+                url,
+                namespace,
+                w,
+                per_process,
+                RECORDS,
+                progress,
+                durability=durability,
+            )
             for w in range(PROCESSES)
         ]
         assert progress.wait(120), "no writer got a quarter through"
         during()
+        assert not all(f.done() for f in futures), "the writers finished before the fault"
         return [f.result(timeout=600) for f in futures]
 
 

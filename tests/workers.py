@@ -145,16 +145,17 @@ def append_writes(
     records: int,
     progress: Any,
     timeout: float = 2.0,
+    durability: str = "async",
 ) -> dict[str, Any]:
     """Append ``count`` tags to shared lists (read-modify-write updates, the kind a
     duplicate would show) while faults are injected; set ``progress`` a quarter in.
 
-    Returns the tags acknowledged, those whose write raised StoreUnavailable, and the
-    store's resend counters.
+    Returns the tags acknowledged, those whose write raised StoreUnavailable (or
+    NotReplicated), and the store's resend counters.
     """
-    from redistate import StoreUnavailable
+    from redistate import NotReplicated, StoreUnavailable
 
-    store = Store.from_url(url, namespace=namespace, timeout=timeout)
+    store = Store.from_url(url, namespace=namespace, timeout=timeout, durability=durability)  # type: ignore[arg-type]
     acknowledged: list[str] = []
     failed: list[str] = []
     for i in range(count):
@@ -162,7 +163,7 @@ def append_writes(
         try:
             append_tag(store.users, f"r{i % records}", tag)
             acknowledged.append(tag)
-        except StoreUnavailable:
+        except (StoreUnavailable, NotReplicated):
             failed.append(tag)
         if i == count // 4:
             progress.set()

@@ -12,6 +12,7 @@ from ..checkpoints import (
     handoff,
     new_checkpoint_id,
 )
+from ..durability import Durability
 from ..records import DEFAULT, TTL, Default
 from ..scripts import script
 from ._client import AsyncConnection
@@ -51,6 +52,7 @@ class AsyncCheckpoints:
         keep: int | None = None,
         ttl: TTL = DEFAULT,
         lease: Any = None,
+        durability: Durability | None = None,
     ) -> Checkpoint:
         """Push a checkpoint and trim the history to ``keep``, in one step.
 
@@ -79,7 +81,8 @@ class AsyncCheckpoints:
         ttl_ms = self.spec.write_ttl(ttl)
         memory_ms = self._conn.memory_ms
         args = self.spec.save_args(cid, blob, keep, ttl_ms, fence, guard, memory_ms)
-        reply = await self._conn.script(_SAVE, keys, args)
+        replicas = self._conn.replicas(durability)
+        reply = await self._conn.script(_SAVE, keys, args, replicas=replicas)
         if reply[0] == 1:
             return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)
         if reply[0] == 2:  # resent, and no longer in the history
@@ -96,6 +99,7 @@ class AsyncCheckpoints:
         delta_id: str | None = None,
         ttl: TTL = DEFAULT,
         lease: Any = None,
+        durability: Durability | None = None,
     ) -> int:
         """Append a merge patch (a dict) after the newest checkpoint; returns how many
         the log holds. A resend of a delta (same ``delta_id``) is applied once. The log
@@ -119,7 +123,8 @@ class AsyncCheckpoints:
             guard,
             self._conn.memory_ms,
         )
-        reply = await self._conn.script(_LOG, keys, args)
+        replicas = self._conn.replicas(durability)
+        reply = await self._conn.script(_LOG, keys, args, replicas=replicas)
         return int(reply[1])
 
     async def latest(self, task_id: str) -> Checkpoint | None:
@@ -180,10 +185,13 @@ class AsyncCheckpoints:
         """A short markdown summary (SESSION-STATE.md style) of where the task stands."""
         return handoff(task_id, await self.restore(task_id))
 
-    async def delete(self, task_id: str, *, lease: Any = None) -> bool:
+    async def delete(
+        self, task_id: str, *, lease: Any = None, durability: Durability | None = None
+    ) -> bool:
         """Remove every key of the task; True if it had any (a resend reports what the
         first send did). With ``lease=`` the delete is guarded (LockLost, and nothing
         deleted, unless the lease still holds)."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
         args = (guard, new_checkpoint_id(), self._conn.memory_ms)
-        return int(await self._conn.script(_DELETE, keys, args)) > 0
+        replicas = self._conn.replicas(durability)
+        return int(await self._conn.script(_DELETE, keys, args, replicas=replicas)) > 0

@@ -9,6 +9,7 @@ from typing import Any
 from .._backoff import backoff_delay
 from .._io import async_resolve, async_sleep
 from ..codec import to_json_value
+from ..durability import Durability
 from ..errors import ConflictError, InvalidId
 from ..mergepatch import merge_patch
 from ..records import (
@@ -76,12 +77,15 @@ class AsyncCollection:
         ttl: TTL = DEFAULT,
         if_version: int | None = None,
         lease: Any = None,
+        durability: Durability | None = None,
     ) -> Record:
         """Write ``data`` and its TTL in one step (one script call).
 
         ``if_version=N`` writes only if the current version is N; 0 means create-only.
         ``lease=`` (a lease named ``id``) makes it a guarded write: refused with
         LockLost, in the same step, unless the lease still holds the lock.
+        ``durability="replicated"`` returns only once a replica has the write (the
+        store's setting by default; see redistate.durability).
         The returned Record holds ``data`` as passed; ``get`` returns it decoded.
 
         Raises:
@@ -89,11 +93,13 @@ class AsyncCollection:
             StateTooLarge: the encoded value is over the collection's ``max_bytes``.
             CodecError: ``data`` is not JSON-serializable.
             LockLost: ``lease`` no longer holds the lock.
+            NotReplicated: no replica confirmed a replicated write in time.
         """
         key = self.spec.key(id)
         expected = None if if_version is None else check_version(if_version)
         ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
-        return await self._put(id, key, data, expected, ttl_ms, keep, lease)
+        replicas = self._conn.replicas(durability)
+        return await self._put(id, key, data, expected, ttl_ms, keep, lease, replicas)
 
     async def _put(
         self,
@@ -104,6 +110,7 @@ class AsyncCollection:
         ttl_ms: int,
         keep: bool,
         lease: Any,
+        replicas: int = 0,
     ) -> Record:
         keys, guard = self.spec.guarded_keys(id, key, lease)
         payload = self.spec.encode(key, data)
@@ -116,7 +123,7 @@ class AsyncCollection:
             lease=guard,
             memory_ms=self._conn.memory_ms,
         )
-        reply = await self._conn.script(_PUT, keys, args)
+        reply = await self._conn.script(_PUT, keys, args, replicas=replicas)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
     async def update(
@@ -127,6 +134,7 @@ class AsyncCollection:
         ttl: TTL = DEFAULT,
         attempts: int | None = None,
         lease: Any = None,
+        durability: Durability | None = None,
     ) -> Record:
         """Read, apply ``fn`` to the data ({} if absent) and write the result back if
         nobody wrote in between; on conflict, retry with jittered backoff. ``fn`` may
@@ -140,6 +148,7 @@ class AsyncCollection:
         key = self.spec.key(id)
         ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=True)
         limit = self.attempts if attempts is None else check_attempts(attempts)
+        replicas = self._conn.replicas(durability)
         for attempt in range(limit):
             current = self.spec.record(id, key, await self._conn.get(key))
             expected = 0 if current is None else current.version
@@ -147,14 +156,22 @@ class AsyncCollection:
             if inspect.isawaitable(data):
                 data = await async_resolve(data)
             try:
-                return await self._put(id, key, data, expected, ttl_ms, keep, lease)
+                return await self._put(id, key, data, expected, ttl_ms, keep, lease, replicas)
             except ConflictError:
                 if attempt + 1 >= limit:
                     raise
             await async_sleep(backoff_delay(attempt))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def merge(self, id: str, patch: Any, *, ttl: TTL = DEFAULT, lease: Any = None) -> Record:
+    async def merge(
+        self,
+        id: str,
+        patch: Any,
+        *,
+        ttl: TTL = DEFAULT,
+        lease: Any = None,
+        durability: Durability | None = None,
+    ) -> Record:
         """Apply an RFC 7386 merge patch atomically: no concurrent update is lost.
 
         Two round trips without contention (GET, then a compare-and-set script).
@@ -166,7 +183,11 @@ class AsyncCollection:
         """
         normalized = to_json_value(patch)
         return await self.update(
-            id, lambda data: merge_patch(data, normalized), ttl=ttl, lease=lease
+            id,
+            lambda data: merge_patch(data, normalized),
+            ttl=ttl,
+            lease=lease,
+            durability=durability,
         )
 
     async def touch(self, id: str, *, ttl: TTL = DEFAULT, lease: Any = None) -> bool:
@@ -177,7 +198,14 @@ class AsyncCollection:
         reply = await self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 0, guard))
         return reply is not None
 
-    async def delete(self, id: str, *, if_version: int | None = None, lease: Any = None) -> bool:
+    async def delete(
+        self,
+        id: str,
+        *,
+        if_version: int | None = None,
+        lease: Any = None,
+        durability: Durability | None = None,
+    ) -> bool:
         """Delete; True if it existed (one script: a resent delete reports what the
         first send did).
 
@@ -188,7 +216,9 @@ class AsyncCollection:
         expected = None if if_version is None else check_version(if_version, allow_zero=False)
         keys, guard = self.spec.guarded_keys(id, key, lease)
         args = ("" if expected is None else expected, guard, new_write_id(), self._conn.memory_ms)
-        return self.spec.deleted(key, expected, await self._conn.script(_DELETE, keys, args))
+        replicas = self._conn.replicas(durability)
+        reply = await self._conn.script(_DELETE, keys, args, replicas=replicas)
+        return self.spec.deleted(key, expected, reply)
 
     async def ttl(self, id: str) -> float | None:
         """Seconds left (PTTL): None if absent, ``math.inf`` if it never expires."""

@@ -23,10 +23,26 @@ from tenacity import (
 
 from .._io import sync_initialize, sync_lock
 from .._translate import ERRORS, describe, translate, unavailable
+from ..durability import DEFAULT as DEFAULT_DURABILITY
+from ..durability import Durability, check_durability, check_replica_timeout
+from ..errors import NotReplicated
 from ..retry import RetryPolicy, is_transient
 from ..scripts import Script, script
 
 __all__ = ["Connection"]
+
+# Connection options a cluster's nodes share, for the plain clients of replicated writes.
+_NODE_OPTIONS = (
+    "username",
+    "password",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "ssl",
+    "ssl_ca_certs",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_cert_reqs",
+)
 
 _READ_LISTS = script("read_lists")
 
@@ -44,17 +60,27 @@ class Connection:
 
     __slots__ = (
         "_lock",
+        "_nodes",
+        "_replicas",
         "_unready",
         "address",
         "client",
+        "durability",
         "memory_ms",
         "policy",
         "recovered",
         "resends",
         "timeout",
+        "wait_ms",
     )
 
-    def __init__(self, client: Redis | RedisCluster, policy: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        client: Redis | RedisCluster,
+        policy: RetryPolicy | None = None,
+        durability: Durability = DEFAULT_DURABILITY,
+        replica_timeout: float = 1.0,
+    ) -> None:
         if not isinstance(client, Redis | RedisCluster):
             raise TypeError(
                 f"Connection needs a redis.Redis or RedisCluster client, "
@@ -87,6 +113,14 @@ class Connection:
         self.recovered = 0  # calls that succeeded only on a later try
         self._unready = isinstance(client, RedisCluster)
         self._lock = sync_lock()
+        self._nodes: dict[str, Redis] = {}
+        self.durability = durability
+        self._replicas = check_durability(durability)
+        self.wait_ms = check_replica_timeout(replica_timeout)
+
+    def replicas(self, durability: str | None) -> int:
+        """Replicas a write must reach: the store's default, or ``durability``'s."""
+        return self._replicas if durability is None else check_durability(durability)
 
     def _ready(self) -> None:
         sync_initialize(self.client, self._lock)
@@ -136,18 +170,92 @@ class Connection:
         keys: Sequence[str],
         args: Sequence[Any],
         budget: float | None = None,
+        replicas: int = 0,
     ) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
         load it and send it again: two extra round trips, once per server. ``budget``
-        (seconds) shortens the retry deadline for this call."""
+        (seconds) shortens the retry deadline for this call. With ``replicas``, WAIT for
+        that many replicas (at most the store's replica_timeout) in the same round trip.
+
+        Raises:
+            NotReplicated: fewer replicas confirmed the write in time.
+        """
         if self._unready:
             self._ready()
+        call = (
+            functools.partial(self._evalsha_wait, script, keys, args, replicas, self.wait_ms)
+            if replicas
+            else functools.partial(self._evalsha, script, keys, args)
+        )
         started = time.monotonic()
         try:
-            return self._evalsha(script, keys, args)
+            return call()
         except ERRORS as exc:
-            retry = functools.partial(self._evalsha, script, keys, args)
-            return self._recover(exc, retry, started, budget)
+            return self._recover(exc, call, started, budget)
+
+    def _evalsha_wait(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, wait_ms: int
+    ) -> Any:
+        # WAIT counts the writes of its own connection: it must follow the script on the
+        # same one, so a pipeline (on a cluster: to the node that owns the keys).
+        client = self._node_client(keys[0])
+        try:
+            for _ in range(2):
+                with client.pipeline(transaction=False) as pipe:
+                    queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
+                    queue("EVALSHA", script.sha, len(keys), *keys, *args)
+                    queue("WAIT", replicas, wait_ms)
+                    reply, acked = pipe.execute(raise_on_error=False)
+                if not isinstance(reply, rex.NoScriptError):
+                    break
+                client.script_load(script.source)
+        except ERRORS:
+            self._relearn(keys[0])  # the node may be gone: a failover
+            raise
+        if isinstance(reply, Exception) and is_transient(reply):
+            self._relearn(keys[0])  # MOVED, READONLY...: the slot has a new owner
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(acked, Exception):
+            raise acked
+        if int(acked) < replicas:
+            raise NotReplicated(
+                f"{keys[0]!r} was written on the primary at {self.address} but "
+                f"{int(acked)} of {replicas} replica(s) confirmed it within {wait_ms} ms: "
+                f"the write may still exist, and a failover may lose it"
+            )
+        return reply
+
+    def _relearn(self, key: str) -> None:
+        """After a replicated write met a dead node or a redirection: forget the plain
+        client and let the cluster client find the key's owner again (its own command
+        follows MOVED or re-reads the topology after a connection error), so the retry
+        goes to the new primary."""
+        if not isinstance(self.client, RedisCluster):
+            return
+        cluster: Any = self.client
+        stale = self._nodes.pop(cluster.get_node_from_key(key).name, None)
+        try:
+            if stale is not None:
+                stale.close()
+            cluster.execute_command("EXISTS", key)
+        except ERRORS:
+            pass  # the retry that follows reports what is still wrong
+
+    def _node_client(self, key: str) -> Redis:
+        """The client itself, or on a cluster a plain client of the key's primary."""
+        if not isinstance(self.client, RedisCluster):
+            return self.client
+        cluster: Any = self.client
+        node = cluster.get_node_from_key(key)
+        found = self._nodes.get(node.name)
+        if found is None:
+            kwargs: dict[str, Any] = cluster.nodes_manager.connection_kwargs
+            options = {k: kwargs[k] for k in _NODE_OPTIONS if k in kwargs}
+            found = self._nodes[node.name] = Redis(
+                host=node.host, port=node.port, retry=Retry(NoBackoff(), 0), **options
+            )
+        return found
 
     def _evalsha(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         # execute_command directly: the same wire call as evalsha(), fewer Python frames.
@@ -258,6 +366,8 @@ class Connection:
 
     def close(self) -> None:
         try:
+            for node in self._nodes.values():
+                node.close()
             self.client.close()
         except ERRORS as exc:
             raise translate(exc, self.address) from exc

@@ -13,6 +13,7 @@ from ..checkpoints import (
     handoff,
     new_checkpoint_id,
 )
+from ..durability import Durability
 from ..records import DEFAULT, TTL, Default
 from ..scripts import script
 from ._client import Connection
@@ -52,6 +53,7 @@ class Checkpoints:
         keep: int | None = None,
         ttl: TTL = DEFAULT,
         lease: Any = None,
+        durability: Durability | None = None,
     ) -> Checkpoint:
         """Push a checkpoint and trim the history to ``keep``, in one step.
 
@@ -80,7 +82,8 @@ class Checkpoints:
         ttl_ms = self.spec.write_ttl(ttl)
         memory_ms = self._conn.memory_ms
         args = self.spec.save_args(cid, blob, keep, ttl_ms, fence, guard, memory_ms)
-        reply = self._conn.script(_SAVE, keys, args)
+        replicas = self._conn.replicas(durability)
+        reply = self._conn.script(_SAVE, keys, args, replicas=replicas)
         if reply[0] == 1:
             return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)
         if reply[0] == 2:  # resent, and no longer in the history
@@ -97,6 +100,7 @@ class Checkpoints:
         delta_id: str | None = None,
         ttl: TTL = DEFAULT,
         lease: Any = None,
+        durability: Durability | None = None,
     ) -> int:
         """Append a merge patch (a dict) after the newest checkpoint; returns how many
         the log holds. A resend of a delta (same ``delta_id``) is applied once. The log
@@ -120,7 +124,8 @@ class Checkpoints:
             guard,
             self._conn.memory_ms,
         )
-        reply = self._conn.script(_LOG, keys, args)
+        replicas = self._conn.replicas(durability)
+        reply = self._conn.script(_LOG, keys, args, replicas=replicas)
         return int(reply[1])
 
     def latest(self, task_id: str) -> Checkpoint | None:
@@ -181,10 +186,13 @@ class Checkpoints:
         """A short markdown summary (SESSION-STATE.md style) of where the task stands."""
         return handoff(task_id, self.restore(task_id))
 
-    def delete(self, task_id: str, *, lease: Any = None) -> bool:
+    def delete(
+        self, task_id: str, *, lease: Any = None, durability: Durability | None = None
+    ) -> bool:
         """Remove every key of the task; True if it had any (a resend reports what the
         first send did). With ``lease=`` the delete is guarded (LockLost, and nothing
         deleted, unless the lease still holds)."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
         args = (guard, new_checkpoint_id(), self._conn.memory_ms)
-        return int(self._conn.script(_DELETE, keys, args)) > 0
+        replicas = self._conn.replicas(durability)
+        return int(self._conn.script(_DELETE, keys, args, replicas=replicas)) > 0

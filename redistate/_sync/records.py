@@ -10,6 +10,7 @@ from typing import Any
 from .._backoff import backoff_delay
 from .._io import sync_resolve, sync_sleep
 from ..codec import to_json_value
+from ..durability import Durability
 from ..errors import ConflictError, InvalidId
 from ..mergepatch import merge_patch
 from ..records import (
@@ -77,12 +78,15 @@ class Collection:
         ttl: TTL = DEFAULT,
         if_version: int | None = None,
         lease: Any = None,
+        durability: Durability | None = None,
     ) -> Record:
         """Write ``data`` and its TTL in one step (one script call).
 
         ``if_version=N`` writes only if the current version is N; 0 means create-only.
         ``lease=`` (a lease named ``id``) makes it a guarded write: refused with
         LockLost, in the same step, unless the lease still holds the lock.
+        ``durability="replicated"`` returns only once a replica has the write (the
+        store's setting by default; see redistate.durability).
         The returned Record holds ``data`` as passed; ``get`` returns it decoded.
 
         Raises:
@@ -90,11 +94,13 @@ class Collection:
             StateTooLarge: the encoded value is over the collection's ``max_bytes``.
             CodecError: ``data`` is not JSON-serializable.
             LockLost: ``lease`` no longer holds the lock.
+            NotReplicated: no replica confirmed a replicated write in time.
         """
         key = self.spec.key(id)
         expected = None if if_version is None else check_version(if_version)
         ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
-        return self._put(id, key, data, expected, ttl_ms, keep, lease)
+        replicas = self._conn.replicas(durability)
+        return self._put(id, key, data, expected, ttl_ms, keep, lease, replicas)
 
     def _put(
         self,
@@ -105,6 +111,7 @@ class Collection:
         ttl_ms: int,
         keep: bool,
         lease: Any,
+        replicas: int = 0,
     ) -> Record:
         keys, guard = self.spec.guarded_keys(id, key, lease)
         payload = self.spec.encode(key, data)
@@ -117,7 +124,7 @@ class Collection:
             lease=guard,
             memory_ms=self._conn.memory_ms,
         )
-        reply = self._conn.script(_PUT, keys, args)
+        reply = self._conn.script(_PUT, keys, args, replicas=replicas)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
     def update(
@@ -128,6 +135,7 @@ class Collection:
         ttl: TTL = DEFAULT,
         attempts: int | None = None,
         lease: Any = None,
+        durability: Durability | None = None,
     ) -> Record:
         """Read, apply ``fn`` to the data ({} if absent) and write the result back if
         nobody wrote in between; on conflict, retry with jittered backoff. ``fn`` may
@@ -141,6 +149,7 @@ class Collection:
         key = self.spec.key(id)
         ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=True)
         limit = self.attempts if attempts is None else check_attempts(attempts)
+        replicas = self._conn.replicas(durability)
         for attempt in range(limit):
             current = self.spec.record(id, key, self._conn.get(key))
             expected = 0 if current is None else current.version
@@ -148,14 +157,22 @@ class Collection:
             if inspect.isawaitable(data):
                 data = sync_resolve(data)
             try:
-                return self._put(id, key, data, expected, ttl_ms, keep, lease)
+                return self._put(id, key, data, expected, ttl_ms, keep, lease, replicas)
             except ConflictError:
                 if attempt + 1 >= limit:
                     raise
             sync_sleep(backoff_delay(attempt))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def merge(self, id: str, patch: Any, *, ttl: TTL = DEFAULT, lease: Any = None) -> Record:
+    def merge(
+        self,
+        id: str,
+        patch: Any,
+        *,
+        ttl: TTL = DEFAULT,
+        lease: Any = None,
+        durability: Durability | None = None,
+    ) -> Record:
         """Apply an RFC 7386 merge patch atomically: no concurrent update is lost.
 
         Two round trips without contention (GET, then a compare-and-set script).
@@ -167,7 +184,11 @@ class Collection:
         """
         normalized = to_json_value(patch)
         return self.update(
-            id, lambda data: merge_patch(data, normalized), ttl=ttl, lease=lease
+            id,
+            lambda data: merge_patch(data, normalized),
+            ttl=ttl,
+            lease=lease,
+            durability=durability,
         )
 
     def touch(self, id: str, *, ttl: TTL = DEFAULT, lease: Any = None) -> bool:
@@ -178,7 +199,14 @@ class Collection:
         reply = self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 0, guard))
         return reply is not None
 
-    def delete(self, id: str, *, if_version: int | None = None, lease: Any = None) -> bool:
+    def delete(
+        self,
+        id: str,
+        *,
+        if_version: int | None = None,
+        lease: Any = None,
+        durability: Durability | None = None,
+    ) -> bool:
         """Delete; True if it existed (one script: a resent delete reports what the
         first send did).
 
@@ -189,7 +217,9 @@ class Collection:
         expected = None if if_version is None else check_version(if_version, allow_zero=False)
         keys, guard = self.spec.guarded_keys(id, key, lease)
         args = ("" if expected is None else expected, guard, new_write_id(), self._conn.memory_ms)
-        return self.spec.deleted(key, expected, self._conn.script(_DELETE, keys, args))
+        replicas = self._conn.replicas(durability)
+        reply = self._conn.script(_DELETE, keys, args, replicas=replicas)
+        return self.spec.deleted(key, expected, reply)
 
     def ttl(self, id: str) -> float | None:
         """Seconds left (PTTL): None if absent, ``math.inf`` if it never expires."""

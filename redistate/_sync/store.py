@@ -12,6 +12,8 @@ from redis.cluster import RedisCluster
 
 from ..checkpoints import CheckpointSpec
 from ..codec import Codec, JsonCodec
+from ..durability import DEFAULT as DEFAULT_DURABILITY
+from ..durability import Durability
 from ..errors import InvalidId
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
@@ -53,6 +55,10 @@ class Store:
             ``RetryPolicy()``; ``RetryPolicy(attempts=1)`` never retries). The store
             turns the client's own redis-py retries off: one layer retries, and it
             knows that every write is safe to resend.
+        durability: ``"replicated"``: writes (records, checkpoints) return only once a
+            replica has them, else NotReplicated; the default is Redis's own (the
+            primary's acknowledgement). Each write method takes ``durability=`` too.
+        replica_timeout: seconds a replicated write waits for its replica.
     """
 
     def __init__(
@@ -70,6 +76,8 @@ class Store:
         checkpoint_compress_above: int = 16 * 1024,
         checkpoint_max_deltas: int = 1000,
         retry: RetryPolicy | None = None,
+        durability: Durability = DEFAULT_DURABILITY,
+        replica_timeout: float = 1.0,
     ) -> None:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
@@ -80,7 +88,7 @@ class Store:
             )
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
-        self._conn = Connection(client, retry)
+        self._conn = Connection(client, retry, durability, replica_timeout)
         self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
@@ -116,6 +124,8 @@ class Store:
         checkpoint_compress_above: int = 16 * 1024,
         checkpoint_max_deltas: int = 1000,
         retry: RetryPolicy | None = None,
+        durability: Durability = DEFAULT_DURABILITY,
+        replica_timeout: float = 1.0,
         **redis_options: Any,
     ) -> Store:
         """Connect to a URL: ``redis://host:port/db`` (``rediss://``, ``unix://``),
@@ -141,6 +151,8 @@ class Store:
             checkpoint_compress_above=checkpoint_compress_above,
             checkpoint_max_deltas=checkpoint_max_deltas,
             retry=retry,
+            durability=durability,
+            replica_timeout=replica_timeout,
         )
         store._others = others
         return store

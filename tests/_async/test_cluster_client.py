@@ -1,6 +1,7 @@
 """A RedisCluster client works as a store's client (every slot on one node here).
 
-Listing across primaries, multi-node clusters and failover are issue 6.
+Multi-node clusters run the whole contract suite (the `cluster` backend); failover is in
+tests/test_failover.py.
 """
 
 from __future__ import annotations

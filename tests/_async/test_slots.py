@@ -31,10 +31,15 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     run_lranges = AsyncConnection.lranges
 
     async def recording_script(
-        self: AsyncConnection, s: Any, keys: Sequence[str], args: Sequence[Any], *more: Any
+        self: AsyncConnection,
+        s: Any,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        *more: Any,
+        **options: Any,
     ) -> Any:
         seen.calls.append((s.name, tuple(keys)))
-        return await run_script(self, s, keys, args, *more)
+        return await run_script(self, s, keys, args, *more, **options)
 
     async def recording_lranges(self: AsyncConnection, *ranges: tuple[str, int, int]) -> Any:
         seen.calls.append(("MULTI/EXEC", tuple(r[0] for r in ranges)))

@@ -32,10 +32,15 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     run_lranges = Connection.lranges
 
     def recording_script(
-        self: Connection, s: Any, keys: Sequence[str], args: Sequence[Any], *more: Any
+        self: Connection,
+        s: Any,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        *more: Any,
+        **options: Any,
     ) -> Any:
         seen.calls.append((s.name, tuple(keys)))
-        return run_script(self, s, keys, args, *more)
+        return run_script(self, s, keys, args, *more, **options)
 
     def recording_lranges(self: Connection, *ranges: tuple[str, int, int]) -> Any:
         seen.calls.append(("MULTI/EXEC", tuple(r[0] for r in ranges)))
