@@ -12,8 +12,9 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
-__all__ = ["Script", "script"]
+__all__ = ["Script", "names", "script", "wrote"]
 
 # Which library each script needs; one entry per script file.
 _LIBRARIES: dict[str, tuple[str, ...]] = {
@@ -52,6 +53,17 @@ def script(name: str) -> Script:
         raise KeyError(f"no Lua script named {name!r}")
     source = "".join(_read(lib) for lib in _LIBRARIES[name]) + _read(name)
     return Script(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
+
+
+def wrote(name: str, reply: Any) -> bool:
+    """Whether a script's reply says it changed something: a replicated write waits
+    for a replica only then (a conflict, or a delete of nothing, leaves WAIT nothing to
+    wait for). Recognised resends count as writes: they note themselves again."""
+    if name in ("record_put", "record_delete"):
+        return type(reply) is bytes or int(reply[0]) != 0
+    if name == "checkpoint_delete":
+        return int(reply) != 0
+    return True
 
 
 def names() -> tuple[str, ...]:

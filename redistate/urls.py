@@ -45,6 +45,16 @@ class Target:
     db: int = 0
 
 
+def _shown(url: str) -> str:
+    """``url`` for an error message: a password in it is masked."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
+    return f"{scheme}{sep}{netloc}{slash}{path}"
+
+
 def _host_port(text: str, url: str) -> tuple[str, int]:
     if text.startswith("["):  # [IPv6]:port
         host, _, rest = text[1:].partition("]")
@@ -56,7 +66,7 @@ def _host_port(text: str, url: str) -> tuple[str, int]:
     if not host:
         raise ValueError(f"no host in {text!r} of {url!r}")
     if not port_text:
-        return host, 6379 if "sentinel" not in url.split("://", 1)[0] else 26379
+        return host, 26379 if "sentinel" in url.split("://", 1)[0].lower() else 6379
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise ValueError(f"port {port_text!r} in {url!r} must be a number from 1 to 65535")
     return host, int(port_text)
@@ -71,6 +81,13 @@ def parse_url(url: object) -> Target:
     """
     if not isinstance(url, str):
         raise TypeError(f"url must be a str, got {type(url).__name__}")
+    try:
+        return _parse(url)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace(repr(url), repr(_shown(url)))) from None
+
+
+def _parse(url: str) -> Target:
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in _SCHEMES:
         known = ", ".join(f"{s}://" for s in _SCHEMES)

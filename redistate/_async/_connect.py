@@ -27,26 +27,25 @@ def client_for(
     target = parse_url(url)
     timeouts: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     credentials: dict[str, Any] = {"username": target.username, "password": target.password}
+    # What the caller passes wins over what the URL and the defaults say.
     if target.kind == "standalone":
-        client = Redis.from_url(url, **timeouts, retry=Retry(NoBackoff(), 0), **options)
+        client = Redis.from_url(url, **{**timeouts, "retry": Retry(NoBackoff(), 0), **options})
         return client, []
     if target.kind == "cluster":
         node: Any = ClusterNode  # untyped in redis-py's sync flavour
         nodes = [node(host, port) for host, port in target.hosts]
-        cluster = RedisCluster(
-            startup_nodes=nodes, ssl=target.tls, **credentials, **timeouts, **options
-        )
-        return cluster, []
+        merged = {**credentials, **timeouts, "ssl": target.tls, **options}
+        return RedisCluster(startup_nodes=nodes, **merged), []
     sentinel_options = {**timeouts, **options.pop("sentinel_kwargs", {})}
     sentinels: Any = Sentinel  # untyped in redis-py
     sentinel = sentinels(list(target.hosts), sentinel_kwargs=sentinel_options, **timeouts)
     assert target.service is not None  # parse_url requires it for sentinel URLs
-    primary = sentinel.master_for(
-        target.service,
-        db=target.db,
-        ssl=target.tls,
-        retry=Retry(NoBackoff(), 0),
+    merged = {
         **credentials,
+        "db": target.db,
+        "ssl": target.tls,
+        "retry": Retry(NoBackoff(), 0),
         **options,
-    )
+    }
+    primary = sentinel.master_for(target.service, **merged)
     return cast("Redis", primary), list(sentinel.sentinels)

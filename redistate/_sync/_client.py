@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import Iterator, Callable, Sequence
 from typing import Any, cast
@@ -27,22 +28,24 @@ from ..durability import DEFAULT as DEFAULT_DURABILITY
 from ..durability import Durability, check_durability, check_replica_timeout
 from ..errors import NotReplicated
 from ..retry import RetryPolicy, is_transient
-from ..scripts import Script, script
+from ..scripts import Script, script, wrote
 
 __all__ = ["Connection"]
 
-# Connection options a cluster's nodes share, for the plain clients of replicated writes.
-_NODE_OPTIONS = (
-    "username",
-    "password",
-    "socket_timeout",
-    "socket_connect_timeout",
-    "ssl",
-    "ssl_ca_certs",
-    "ssl_certfile",
-    "ssl_keyfile",
-    "ssl_cert_reqs",
-)
+
+def _node_options(cluster: Any) -> dict[str, Any]:
+    """The cluster's connection options (credentials, timeouts, TLS…) for a plain client
+    of one of its nodes: every option the plain client takes, TLS included."""
+    kwargs: dict[str, Any] = dict(cluster.nodes_manager.connection_kwargs)
+    accepted = inspect.signature(Redis.__init__).parameters
+    options = {k: v for k, v in kwargs.items() if k in accepted and k not in ("host", "port")}
+    connection_class = kwargs.get("connection_class")
+    if connection_class is not None and "SSL" in connection_class.__name__:
+        options["ssl"] = True  # some cluster clients keep TLS as their connection class
+    options["retry"] = Retry(NoBackoff(), 0)
+    options["decode_responses"] = False
+    return options
+
 
 _READ_LISTS = script("read_lists")
 
@@ -117,6 +120,12 @@ class Connection:
         self.durability = durability
         self._replicas = check_durability(durability)
         self.wait_ms = check_replica_timeout(replica_timeout)
+        if self.timeout and self.wait_ms >= self.timeout * 1000:
+            # The socket would time out first, and the write be resent blind.
+            raise ValueError(
+                f"replica_timeout {replica_timeout!r} s must be below the client's socket "
+                f"timeout of {self.timeout:g} s"
+            )
 
     def replicas(self, durability: str | None) -> int:
         """Replicas a write must reach: the store's default, or ``durability``'s."""
@@ -218,7 +227,7 @@ class Connection:
             raise reply
         if isinstance(acked, Exception):
             raise acked
-        if int(acked) < replicas:
+        if int(acked) < replicas and wrote(script.name, reply):
             raise NotReplicated(
                 f"{keys[0]!r} was written on the primary at {self.address} but "
                 f"{int(acked)} of {replicas} replica(s) confirmed it within {wait_ms} ms: "
@@ -250,10 +259,8 @@ class Connection:
         node = cluster.get_node_from_key(key)
         found = self._nodes.get(node.name)
         if found is None:
-            kwargs: dict[str, Any] = cluster.nodes_manager.connection_kwargs
-            options = {k: kwargs[k] for k in _NODE_OPTIONS if k in kwargs}
             found = self._nodes[node.name] = Redis(
-                host=node.host, port=node.port, retry=Retry(NoBackoff(), 0), **options
+                host=node.host, port=node.port, **_node_options(cluster)
             )
         return found
 

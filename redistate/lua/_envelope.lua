@@ -98,3 +98,13 @@ local function rs_now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+
+-- A resend recognised: note it again (a write, so replicated after the original one).
+-- A WAIT behind the resend then covers the original write too: replication is one
+-- ordered stream, and a resend that wrote nothing would leave WAIT nothing to wait for.
+local function rs_resent(key, id, score, memory_ms)
+  if memory_ms > 0 then
+    local now_us = rs_now_us()
+    rs_remember(key, id, score == 0 and now_us or score, now_us, memory_ms)
+  end
+end

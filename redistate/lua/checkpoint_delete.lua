@@ -16,7 +16,10 @@ local memory_ms = rs_ttl(ARGV[3])
 if not memory_ms or not string.match(ARGV[2], '^[%w_-]+$') or #ARGV[2] > 64 then
   return redis.error_reply('RSARG malformed arguments to checkpoint_delete')
 end
-if memory_ms > 0 and redis.call('ZSCORE', KEYS[5], ARGV[2]) then return 1 end
+if memory_ms > 0 and redis.call('ZSCORE', KEYS[5], ARGV[2]) then
+  rs_resent(KEYS[5], ARGV[2], 0, memory_ms)
+  return 1
+end
 local lost = rs_guard(KEYS[4], ARGV[1])
 if lost then return lost end
 local deleted = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])

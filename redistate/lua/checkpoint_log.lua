@@ -30,8 +30,11 @@ if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^
 end
 local length = redis.call('LLEN', KEYS[3])
 local last = redis.call('LINDEX', KEYS[3], -1)
-if last and string.match(last, '^D1,([%w_-]+),') == id then return {0, length} end
-if memory_ms > 0 and redis.call('ZSCORE', KEYS[5], id) then return {0, length} end
+if (last and string.match(last, '^D1,([%w_-]+),') == id)
+    or (memory_ms > 0 and redis.call('ZSCORE', KEYS[5], id)) then
+  rs_resent(KEYS[5], id, 0, memory_ms)
+  return {0, length}
+end
 local lost = rs_guard(KEYS[4], ARGV[6])
 if lost then return lost end
 if length >= limit then

@@ -36,10 +36,16 @@ for i, entry in ipairs(entries) do
   local s, eid = string.match(entry, '^(%d+),%d+,%d+,([%w_-]+),[%w_-]*$')
   if s then
     if tonumber(s) > seq then seq, parent = tonumber(s), eid end
-    if eid == id then return {0, entry, redis.call('LINDEX', KEYS[1], i - 1)} end
+    if eid == id then
+      rs_resent(KEYS[5], id, 0, memory_ms)
+      return {0, entry, redis.call('LINDEX', KEYS[1], i - 1)}
+    end
   end
 end
-if memory_ms > 0 and redis.call('ZSCORE', KEYS[5], id) then return {2} end
+if memory_ms > 0 and redis.call('ZSCORE', KEYS[5], id) then
+  rs_resent(KEYS[5], id, 0, memory_ms)
+  return {2}
+end
 -- After the resend checks: a save made while the lease held is reported as made.
 local lost = rs_guard(KEYS[4], ARGV[6])
 if lost then return lost end

@@ -12,7 +12,10 @@ errors   RSARG on malformed arguments.
 local memory_ms = rs_ttl(ARGV[2])
 if not memory_ms then return redis.error_reply('RSARG malformed arguments to lock_release') end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  if memory_ms > 0 and redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 1 end
+  if memory_ms > 0 and redis.call('ZSCORE', KEYS[3], ARGV[1]) then
+    rs_resent(KEYS[3], ARGV[1], 0, memory_ms)
+    return 1
+  end
   return 0
 end
 redis.call('DEL', KEYS[1])

@@ -20,7 +20,10 @@ if (ARGV[1] ~= '' and not string.match(ARGV[1], '^[1-9]%d*$')) or not memory_ms
 end
 if memory_ms > 0 then
   local seen = redis.call('ZSCORE', KEYS[3], ARGV[3])
-  if seen then return {1, 0} end  -- a resend of a delete already made
+  if seen then  -- a resend of a delete already made
+    rs_resent(KEYS[3], ARGV[3], 0, memory_ms)
+    return {1, 0}
+  end
 end
 local lost = rs_guard(KEYS[2], ARGV[2])
 if lost then return lost end

@@ -42,7 +42,10 @@ end
 
 local version, exp, upd, current_tail = rs_head(KEYS[1])
 if version == false then return rs_foreign(KEYS[1]) end
-if version and current_tail == tail then return {2, version, exp, upd} end
+if version and current_tail == tail then
+  rs_resent(KEYS[3], rs_wid(tail), version, memory_ms)
+  return {2, version, exp, upd}
+end
 local now_us = rs_now_us()
 local now_ms = math.floor(now_us / 1000)
 -- Only a write made within the memory can be in it; and if the current record is older
@@ -50,7 +53,10 @@ local now_ms = math.floor(now_us / 1000)
 local recent = memory_ms > 0 and (not version or upd >= now_ms - memory_ms)
 if recent then
   local seen = redis.call('ZSCORE', KEYS[3], rs_wid(tail))
-  if seen then return {3, tonumber(seen), exp or 0, 0} end
+  if seen then
+    rs_resent(KEYS[3], rs_wid(tail), tonumber(seen), memory_ms)
+    return {3, tonumber(seen), exp or 0, 0}
+  end
 end
 local lost = rs_guard(KEYS[2], ARGV[6])
 if lost then return lost end

@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from redistate import AsyncStore, NotReplicated
+from redistate import AsyncStore, ConflictError, NotReplicated
 from redistate.durability import DEFAULT
+from redistate.scripts import script
 from tests.conftest import Backend, _backend
 
 
@@ -74,3 +75,47 @@ async def test_durability_is_per_call_too(server_backend: Backend, namespace: st
 async def test_bad_replica_timeouts_are_refused(backend: Backend, bad: object) -> None:
     with pytest.raises((ValueError, TypeError), match="replica_timeout"):
         AsyncStore(backend.async_client(), replica_timeout=bad)  # type: ignore[arg-type]
+
+
+async def test_writes_that_change_nothing_wait_for_no_replica(
+    server_backend: Backend, namespace: str
+) -> None:
+    # No replica here: only a write that changed something can fail to be replicated.
+    store = AsyncStore(
+        server_backend.async_client(),
+        namespace=namespace,
+        durability="replicated",
+        replica_timeout=0.05,
+    )
+    await store.sessions.put("s", {"n": 1}, durability=DEFAULT)
+    with pytest.raises(ConflictError):
+        await store.sessions.put("s", {"n": 2}, if_version=0)
+    assert await store.sessions.delete("missing") is False
+    assert await store.checkpoints.delete("no-such-task") is False
+    await store.aclose()
+
+
+async def test_a_recognised_resend_writes_so_that_wait_covers_the_original(
+    backend: Backend, namespace: str
+) -> None:
+    # A resend the script recognises notes itself in the write memory: a write, after
+    # the original in the replication stream, so a WAIT behind it covers both.
+    store = AsyncStore(backend.async_client(), namespace=namespace)
+    spec = store.sessions.spec
+    key = spec.key("s")
+    keys, _ = spec.guarded_keys("s", key, None)
+    args = spec.put_args(None, 60_000, "w1", b"{}", memory_ms=store._conn.memory_ms)
+    await store._conn.script(script("record_put"), keys, args)
+    raw = backend.raw()
+    assert raw.zscore(store.keys.writes(key), "w1") is None  # nothing to remember yet
+    reply = await store._conn.script(script("record_put"), keys, args)  # the resend
+    assert int(reply[0]) == 2
+    assert raw.zscore(store.keys.writes(key), "w1") is not None
+    await store.aclose()
+
+
+async def test_a_replica_timeout_must_be_below_the_socket_timeout(
+    server_backend: Backend,
+) -> None:
+    with pytest.raises(ValueError, match=r"replica_timeout 10 s must be below .* 5 s"):
+        AsyncStore.from_url(server_backend.url, timeout=5, replica_timeout=10)

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from redistate import Store, NotReplicated
+from redistate import Store, ConflictError, NotReplicated
 from redistate.durability import DEFAULT
+from redistate.scripts import script
 from tests.conftest import Backend, _backend
 
 
@@ -75,3 +76,47 @@ def test_durability_is_per_call_too(server_backend: Backend, namespace: str) -> 
 def test_bad_replica_timeouts_are_refused(backend: Backend, bad: object) -> None:
     with pytest.raises((ValueError, TypeError), match="replica_timeout"):
         Store(backend.sync_client(), replica_timeout=bad)  # type: ignore[arg-type]
+
+
+def test_writes_that_change_nothing_wait_for_no_replica(
+    server_backend: Backend, namespace: str
+) -> None:
+    # No replica here: only a write that changed something can fail to be replicated.
+    store = Store(
+        server_backend.sync_client(),
+        namespace=namespace,
+        durability="replicated",
+        replica_timeout=0.05,
+    )
+    store.sessions.put("s", {"n": 1}, durability=DEFAULT)
+    with pytest.raises(ConflictError):
+        store.sessions.put("s", {"n": 2}, if_version=0)
+    assert store.sessions.delete("missing") is False
+    assert store.checkpoints.delete("no-such-task") is False
+    store.close()
+
+
+def test_a_recognised_resend_writes_so_that_wait_covers_the_original(
+    backend: Backend, namespace: str
+) -> None:
+    # A resend the script recognises notes itself in the write memory: a write, after
+    # the original in the replication stream, so a WAIT behind it covers both.
+    store = Store(backend.sync_client(), namespace=namespace)
+    spec = store.sessions.spec
+    key = spec.key("s")
+    keys, _ = spec.guarded_keys("s", key, None)
+    args = spec.put_args(None, 60_000, "w1", b"{}", memory_ms=store._conn.memory_ms)
+    store._conn.script(script("record_put"), keys, args)
+    raw = backend.raw()
+    assert raw.zscore(store.keys.writes(key), "w1") is None  # nothing to remember yet
+    reply = store._conn.script(script("record_put"), keys, args)  # the resend
+    assert int(reply[0]) == 2
+    assert raw.zscore(store.keys.writes(key), "w1") is not None
+    store.close()
+
+
+def test_a_replica_timeout_must_be_below_the_socket_timeout(
+    server_backend: Backend,
+) -> None:
+    with pytest.raises(ValueError, match=r"replica_timeout 10 s must be below .* 5 s"):
+        Store.from_url(server_backend.url, timeout=5, replica_timeout=10)

@@ -86,3 +86,9 @@ def test_bad_urls_say_what_is_wrong(url: str, message: str) -> None:
 def test_a_url_must_be_a_str() -> None:
     with pytest.raises(TypeError, match="url must be a str, got bytes"):
         parse_url(b"redis://h")
+
+
+def test_a_password_never_shows_in_an_error() -> None:
+    with pytest.raises(ValueError) as info:
+        parse_url("redis+cluster://user:s3cret@host:99999")
+    assert "s3cret" not in str(info.value) and "user:***@host" in str(info.value)
