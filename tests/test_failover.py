@@ -28,7 +28,7 @@ from tests.test_faults import PROCESSES, run_writers, stored_tags
 
 pytestmark = pytest.mark.slow
 
-WRITES = 1500  # per process: enough that a failover (1-4 s) lands mid-run
+WRITES = 500  # per process at least; writers go on until 200 writes follow the fault
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def count(fault: str, backend: str, url: str, namespace: str, results: list[Any]
         resends=sum(r["resends"] for r in results),
     )
     assert report.duplicated == 0, report
-    assert report.acknowledged + report.failed == PROCESSES * WRITES
+    assert report.acknowledged + report.failed >= PROCESSES * WRITES
     return report
 
 

@@ -58,10 +58,11 @@ def run_writers(
     durability: str = "async",
 ) -> list[dict[str, Any]]:
     """PROCESSES writer processes; ``during`` runs once they are a quarter through, and
-    must be over while they still write (so the fault lands mid-run)."""
+    they go on until one of them has written 200 more after it (the fault lands
+    mid-run, whatever the machine's speed)."""
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, ProcessPoolExecutor(PROCESSES, mp_context=ctx) as pool:
-        progress = manager.Event()
+        progress, faulted, enough = manager.Event(), manager.Event(), manager.Event()
         futures = [
             pool.submit(
                 workers.append_writes,
@@ -72,12 +73,14 @@ def run_writers(
                 RECORDS,
                 progress,
                 durability=durability,
+                faulted=faulted,
+                enough=enough,
             )
             for w in range(PROCESSES)
         ]
         assert progress.wait(120), "no writer got a quarter through"
         during()
-        assert not all(f.done() for f in futures), "the writers finished before the fault"
+        faulted.set()
         return [f.result(timeout=600) for f in futures]
 
 
@@ -122,7 +125,7 @@ def test_a_server_killed_and_restarted_mid_run_keeps_every_acknowledged_write(
 
         results = run_writers(server.url, namespace, kill_and_restart)
         counts = report("kill -9 + restart (AOF always)", flavour, server.url, namespace, results)
-        assert counts.acknowledged + counts.failed == PROCESSES * PER_PROCESS
+        assert counts.acknowledged + counts.failed >= PROCESSES * PER_PROCESS
         assert counts.resends > 0  # the restart was felt
     finally:
         server.stop()

@@ -146,9 +146,15 @@ def append_writes(
     progress: Any,
     timeout: float = 2.0,
     durability: str = "async",
+    faulted: Any = None,
+    enough: Any = None,
 ) -> dict[str, Any]:
-    """Append ``count`` tags to shared lists (read-modify-write updates, the kind a
-    duplicate would show) while faults are injected; set ``progress`` a quarter in.
+    """Append tags to shared lists (read-modify-write updates, the kind a duplicate
+    would show) while faults are injected; set ``progress`` a quarter of ``count`` in.
+
+    With ``faulted`` and ``enough`` (events), go on past ``count`` until ``enough`` is
+    set, and set it after 200 writes made once ``faulted`` was: so writes follow every
+    fault, however fast the machine.
 
     Returns the tags acknowledged, those whose write raised StoreUnavailable (or
     NotReplicated), and the store's resend counters.
@@ -158,7 +164,18 @@ def append_writes(
     store = Store.from_url(url, namespace=namespace, timeout=timeout, durability=durability)  # type: ignore[arg-type]
     acknowledged: list[str] = []
     failed: list[str] = []
-    for i in range(count):
+    after = -1  # writes since the fault was seen
+    i = -1
+    while True:
+        i += 1
+        if i >= count and (enough is None or enough.is_set()):
+            break
+        if faulted is not None and after < 0 and i % 10 == 0 and faulted.is_set():
+            after = 0
+        if after >= 0:
+            after += 1
+            if after == 200:
+                enough.set()
         tag = f"{worker}:{i}"
         try:
             append_tag(store.users, f"r{i % records}", tag)

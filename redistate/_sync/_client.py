@@ -65,6 +65,7 @@ class Connection:
         "_lock",
         "_nodes",
         "_replicas",
+        "_too_long",
         "_unready",
         "address",
         "client",
@@ -120,16 +121,27 @@ class Connection:
         self.durability = durability
         self._replicas = check_durability(durability)
         self.wait_ms = check_replica_timeout(replica_timeout)
+        # The socket must outlast WAIT, or it would time out first and the write be
+        # resent blind: refused for replicated writes (at once if they are the default).
+        self._too_long: str | None = None
         if self.timeout and self.wait_ms >= self.timeout * 1000:
-            # The socket would time out first, and the write be resent blind.
-            raise ValueError(
+            self._too_long = (
                 f"replica_timeout {replica_timeout!r} s must be below the client's socket "
                 f"timeout of {self.timeout:g} s"
             )
+        self.replicas(None)
 
     def replicas(self, durability: str | None) -> int:
-        """Replicas a write must reach: the store's default, or ``durability``'s."""
-        return self._replicas if durability is None else check_durability(durability)
+        """Replicas a write must reach: the store's default, or ``durability``'s.
+
+        Raises:
+            ValueError: a replicated write, and a replica_timeout the socket would not
+                wait for.
+        """
+        replicas = self._replicas if durability is None else check_durability(durability)
+        if replicas and self._too_long:
+            raise ValueError(self._too_long)
+        return replicas
 
     def _ready(self) -> None:
         sync_initialize(self.client, self._lock)

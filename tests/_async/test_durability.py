@@ -115,7 +115,17 @@ async def test_a_recognised_resend_writes_so_that_wait_covers_the_original(
 
 
 async def test_a_replica_timeout_must_be_below_the_socket_timeout(
-    server_backend: Backend,
+    server_backend: Backend, namespace: str
 ) -> None:
     with pytest.raises(ValueError, match=r"replica_timeout 10 s must be below .* 5 s"):
-        AsyncStore.from_url(server_backend.url, timeout=5, replica_timeout=10)
+        AsyncStore.from_url(
+            server_backend.url, timeout=5, replica_timeout=10, durability="replicated"
+        )
+    # With the primary's acknowledgement as the default, only a replicated call is refused.
+    store = AsyncStore.from_url(
+        server_backend.url, namespace=namespace, timeout=5, replica_timeout=10
+    )
+    await store.sessions.put("s", {})
+    with pytest.raises(ValueError, match="must be below"):
+        await store.sessions.put("s", {}, durability="replicated")
+    await store.aclose()

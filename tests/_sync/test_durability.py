@@ -116,7 +116,17 @@ def test_a_recognised_resend_writes_so_that_wait_covers_the_original(
 
 
 def test_a_replica_timeout_must_be_below_the_socket_timeout(
-    server_backend: Backend,
+    server_backend: Backend, namespace: str
 ) -> None:
     with pytest.raises(ValueError, match=r"replica_timeout 10 s must be below .* 5 s"):
-        Store.from_url(server_backend.url, timeout=5, replica_timeout=10)
+        Store.from_url(
+            server_backend.url, timeout=5, replica_timeout=10, durability="replicated"
+        )
+    # With the primary's acknowledgement as the default, only a replicated call is refused.
+    store = Store.from_url(
+        server_backend.url, namespace=namespace, timeout=5, replica_timeout=10
+    )
+    store.sessions.put("s", {})
+    with pytest.raises(ValueError, match="must be below"):
+        store.sessions.put("s", {}, durability="replicated")
+    store.close()
