@@ -1,0 +1,1 @@
+"""The ``redistate`` command: inspect what a namespace holds (``python -m redistate.cli``)."""

@@ -1,0 +1,3 @@
+from redistate.cli.app import main
+
+main()

@@ -1,0 +1,90 @@
+"""The ``redistate`` command, driven as a user would: in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from redistate import Store
+from tests.conftest import Backend
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "redistate.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+def lines(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@pytest.fixture
+def seeded(server_backend: Backend, namespace: str) -> list[str]:
+    store = Store(server_backend.sync_client(), namespace=namespace)
+    store.sessions.put("s1", {"turn": 1}, ttl=600)
+    store.sessions.put("s{2}", {"turn": 2}, ttl=600)
+    store.users.put("u1", {"lang": "zh"})
+    store.checkpoints.save("t1", {"step": 1}, phase="plan", progress=0.1)
+    store.checkpoints.save("t1", {"step": 2}, phase="impl", progress=0.5)
+    lease = store.lock("t1", ttl=60, renew=False).acquire()
+    assert lease.fence == 1
+    store.close()
+    return ["--url", server_backend.url, "--namespace", namespace]
+
+
+def test_ls_lists_each_kind_with_sizes_and_ttls(seeded: list[str]) -> None:
+    sessions = lines(run(*seeded, "ls", "sessions", "--json"))
+    assert [s["id"] for s in sessions] == ["s1", "s{2}"]
+    assert all(s["bytes"] > 60 and 590 < s["ttl_s"] <= 600 for s in sessions)
+    users = lines(run(*seeded, "ls", "users", "--json"))
+    assert users == [{"id": "u1", "bytes": users[0]["bytes"], "ttl_s": None}]
+    tasks = lines(run(*seeded, "ls", "tasks", "--json"))
+    assert tasks == [{"id": "t1", "checkpoints": 2, "ttl_s": None}]
+    table = run(*seeded, "ls", "sessions")
+    assert table.returncode == 0 and "s{2}" in table.stdout
+
+
+def test_show_checkpoints_and_locks(seeded: list[str]) -> None:
+    shown = run(*seeded, "show", "sessions", "s1")
+    record = json.loads(shown.stdout)
+    assert record["data"] == {"turn": 1} and record["version"] > 0 and record["expires_at"]
+    history = lines(run(*seeded, "checkpoints", "t1", "--json"))
+    assert [(c["seq"], c["phase"], c["progress"]) for c in history] == [
+        (2, "impl", 0.5),
+        (1, "plan", 0.1),
+    ]
+    held = lines(run(*seeded, "locks", "--json"))
+    assert len(held) == 1 and held[0]["name"] == "t1" and held[0]["fence"] == 1
+    assert 0 < held[0]["ttl_s"] <= 60
+
+
+def test_failures_are_one_line_with_exit_code_1(seeded: list[str]) -> None:
+    missing = run(*seeded, "show", "users", "nobody")
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.stderr.strip().splitlines() == [
+        f"redistate: no user 'nobody' in namespace {seeded[-1]!r}"
+    ]
+    gone = run("--url", "redis://127.0.0.1:1/0", "ls")
+    assert gone.returncode == 1
+    assert len(gone.stderr.strip().splitlines()) == 1 and "127.0.0.1:1" in gone.stderr
+    assert "Traceback" not in gone.stderr
+
+
+def test_usage_errors_exit_with_2() -> None:
+    assert run("no-such-command").returncode == 2
+    assert run("checkpoints").returncode == 2  # the task id is missing
+    assert run("ls", "--no-such-flag").returncode == 2
+
+
+def test_without_a_url_an_empty_embedded_store_is_used() -> None:
+    assert lines(run("ls", "sessions", "--json")) == []
