@@ -70,20 +70,21 @@ def wait_until(what: str, check: Callable[[], bool], seconds: float = 30) -> Non
         time.sleep(0.05)  # polling a failover under way, bounded by the deadline
 
 
-def role(server: Server) -> str:
+def replication(server: Server) -> Any:
+    """The server's INFO replication."""
     client = server.client()
     try:
-        return str(client.info("replication")["role"])
+        return client.info("replication")
     finally:
         client.close()
+
+
+def role(server: Server) -> str:
+    return str(replication(server)["role"])
 
 
 def follows(server: Server) -> bool:
-    client = server.client()
-    try:
-        info: Any = client.info("replication")
-    finally:
-        client.close()
+    info = replication(server)
     return bool(info["role"] == "slave" and info.get("master_link_status") == "up")
 
 
@@ -169,12 +170,7 @@ def test_a_sentinel_failover_mid_run(
                 client.close()
             if int(address[1]) != sentinel.replica.port:
                 return False
-        old = sentinel.primary.client()
-        try:
-            info: Any = old.info("replication")
-        finally:
-            old.close()
-        return bool(info["role"] == "slave" and info.get("master_link_status") == "up")
+        return follows(sentinel.primary)
 
     wait_until("the sentinels agreeing and the old primary following", settled, 60)
     report = count(f"SENTINEL FAILOVER, {durability}", "sentinel", sentinel.url, namespace, results)

@@ -367,9 +367,8 @@ class Connection:
         """[None] for one server; a cluster's primaries (a replica holds the same keys)."""
         if not isinstance(self.client, RedisCluster):
             return [None]
+        # _ready() has made the client learn the topology (a sync one did when built).
         cluster: Any = self.client  # partly untyped in redis-py's sync flavour
-        if not cluster.get_primaries():
-            cluster.execute_command("PING")  # learns the topology first
         return list(cluster.get_primaries())
 
     def _scan(

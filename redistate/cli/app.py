@@ -42,13 +42,17 @@ class Context:
         return self._store
 
 
+_context: Context | None = None  # this run's, for the error message of a failed call
+
+
 @app.callback()
 def options(
     ctx: typer.Context,
     url: str | None = typer.Option(None, envvar="REDISTATE_URL", help="redis://… URL"),
     namespace: str = typer.Option("redistate", help="the namespace to look into"),
 ) -> None:
-    ctx.obj = Context(url, namespace)
+    global _context
+    ctx.obj = _context = Context(url, namespace)
 
 
 def _emit(rows: list[dict[str, Any]], as_json: bool, title: str) -> None:
@@ -181,12 +185,5 @@ def main() -> None:
 
 def _address() -> str:
     """The server a failed command was talking to, for its error message."""
-    url = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--url=")), None)
-    if url is None and "--url" in sys.argv[:-1]:
-        url = sys.argv[sys.argv.index("--url") + 1]
-    import os
-
-    from ..urls import _shown
-
-    url = url or os.environ.get("REDISTATE_URL")
-    return _shown(url) if url else "embedded"
+    store = None if _context is None else _context._store
+    return "embedded" if store is None else store._conn.address
