@@ -1,0 +1,111 @@
+"""Commands that read a namespace: ls, show, checkpoints, locks, restore, handoff,
+verify, stats."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+
+from .. import RedistateError, Store
+from ..errors import InvalidId
+from ._app import app
+from ._output import emit, ttl
+
+KINDS = {"sessions": "session", "users": "user", "tasks": "task"}
+
+
+@app.command("ls")
+def list_entities(
+    ctx: typer.Context,
+    kind: str = typer.Argument("sessions", help="sessions, users, tasks or a collection"),
+    as_json: bool = typer.Option(False, "--json", help="JSON lines instead of a table"),
+) -> None:
+    """Every entity of a kind (SCAN): id, size in bytes, seconds left (- for none)."""
+    store: Store = ctx.obj.store
+    name = KINDS.get(kind, kind)
+    raw: Any = store.client
+    rows: list[dict[str, Any]] = []
+    pattern = store.keys.record_pattern(name)
+    for key in raw.scan_iter(match=pattern, count=1000):
+        try:
+            entity = store.keys.record_id(name, key)
+        except InvalidId:
+            continue  # a foreign key that only looks like ours
+        size = int(raw.llen(key) if name == "task" else raw.strlen(key))
+        rows.append(
+            {
+                "id": entity,
+                ("checkpoints" if name == "task" else "bytes"): size,
+                "ttl_s": ttl(int(raw.pttl(key))),
+            }
+        )
+    rows.sort(key=lambda r: str(r["id"]))
+    emit(rows, as_json, f"{kind} in {store.keys.namespace}")
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    kind: str = typer.Argument(..., help="sessions, users or a collection"),
+    entity: str = typer.Argument(..., metavar="ID"),
+) -> None:
+    """One record: its data (JSON), version and expiry."""
+    store: Store = ctx.obj.store
+    name = KINDS.get(kind, kind)
+    collection = {"session": store.sessions, "user": store.users}.get(name)
+    record = (collection or store.collection(name)).get(entity)
+    if record is None:
+        raise RedistateError(f"no {name} {entity!r} in namespace {store.keys.namespace!r}")
+    expires = None if record.expires_at is None else record.expires_at.isoformat()
+    out = {"id": record.id, "version": record.version, "expires_at": expires}
+    sys.stdout.write(json.dumps({**out, "data": record.data}, indent=2, default=str) + "\n")
+
+
+@app.command()
+def checkpoints(
+    ctx: typer.Context,
+    task: str = typer.Argument(..., help="the task id"),
+    as_json: bool = typer.Option(False, "--json", help="JSON lines instead of a table"),
+) -> None:
+    """A task's checkpoint history, newest first."""
+    store: Store = ctx.obj.store
+    rows = [
+        {
+            "seq": cp.seq,
+            "id": cp.id,
+            "created": cp.created_at.isoformat(timespec="seconds"),
+            "phase": cp.phase,
+            "progress": cp.progress,
+            "fence": cp.fence,
+        }
+        for cp in store.checkpoints.history(task)
+    ]
+    emit(rows, as_json, f"checkpoints of {task}")
+
+
+@app.command()
+def locks(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="JSON lines instead of a table"),
+) -> None:
+    """Every lease held: name, holder (token prefix), fence, seconds left."""
+    store: Store = ctx.obj.store
+    raw: Any = store.client
+    rows: list[dict[str, Any]] = []
+    for key in raw.scan_iter(match=store.keys.record_pattern("lock"), count=1000):
+        try:
+            name = store.keys.record_id("lock", key)
+        except InvalidId:
+            continue
+        value = raw.get(key)
+        if value is None:
+            continue  # expired between SCAN and GET
+        token, _, fence = value.decode().partition(",")
+        rows.append(
+            {"name": name, "holder": token[:8], "fence": int(fence), "ttl_s": ttl(raw.pttl(key))}
+        )
+    rows.sort(key=lambda r: str(r["name"]))
+    emit(rows, as_json, f"leases in {store.keys.namespace}")
