@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ._sync.records import Collection
     from ._sync.runner import TaskRun
     from ._sync.store import Store
-    from .checkpoints import Checkpoint, Restored
+    from .checkpoints import Checkpoint, Restored, Verification
     from .codec import Codec, JsonCodec
     from .keys import KeySpace
     from .records import DEFAULT, Record
@@ -59,6 +59,7 @@ __all__ = [
     "Checkpoint",
     "Checkpoints",
     "Restored",
+    "Verification",
     # leases and the task runner
     "AsyncLease",
     "AsyncTaskRun",
@@ -97,6 +98,7 @@ _LAZY = {
     "Checkpoints": "._sync.checkpoints",
     "Checkpoint": ".checkpoints",
     "Restored": ".checkpoints",
+    "Verification": ".checkpoints",
     "AsyncLease": "._async.leases",
     "AsyncTaskRun": "._async.runner",
     "Lease": "._sync.leases",

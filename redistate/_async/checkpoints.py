@@ -8,6 +8,7 @@ from ..checkpoints import (
     Checkpoint,
     CheckpointSpec,
     Restored,
+    Verification,
     check_id,
     handoff,
     new_checkpoint_id,
@@ -180,6 +181,12 @@ class AsyncCheckpoints:
             # The newest is damaged: only now read the whole history to fall back.
             restored = self.spec.restored(task_id, keys[0], await self._read(keys, 0, deltas=True))
         return restored
+
+    async def verify(self, task_id: str) -> Verification:
+        """Check the digest of every checkpoint the task's history holds and of every
+        delta in its log (``restore`` skips damaged ones; this lists them)."""
+        keys = self.spec.task_keys(task_id)
+        return self.spec.verification(task_id, keys[0], await self._read(keys, 0, deltas=True))
 
     async def handoff(self, task_id: str) -> str:
         """A short markdown summary (SESSION-STATE.md style) of where the task stands."""

@@ -9,6 +9,7 @@ from ..checkpoints import (
     Checkpoint,
     CheckpointSpec,
     Restored,
+    Verification,
     check_id,
     handoff,
     new_checkpoint_id,
@@ -181,6 +182,12 @@ class Checkpoints:
             # The newest is damaged: only now read the whole history to fall back.
             restored = self.spec.restored(task_id, keys[0], self._read(keys, 0, deltas=True))
         return restored
+
+    def verify(self, task_id: str) -> Verification:
+        """Check the digest of every checkpoint the task's history holds and of every
+        delta in its log (``restore`` skips damaged ones; this lists them)."""
+        keys = self.spec.task_keys(task_id)
+        return self.spec.verification(task_id, keys[0], self._read(keys, 0, deltas=True))
 
     def handoff(self, task_id: str) -> str:
         """A short markdown summary (SESSION-STATE.md style) of where the task stands."""

@@ -18,6 +18,8 @@ Listings print a table, or JSON lines with --json. Errors are one line on stderr
 exit code 2 for a usage error, 1 for a failure.
 """
 
+DEFAULT_NAMESPACE = "redistate"
+
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=HELP, pretty_exceptions_enable=False
 )
@@ -26,9 +28,10 @@ app = typer.Typer(
 class Context:
     """The server and namespace of this run; the embedded server starts on first use."""
 
-    def __init__(self, url: str | None, namespace: str) -> None:
+    def __init__(self, url: str | None, namespace: str | None) -> None:
         self._url = url
-        self.namespace = namespace
+        self.namespace_given = namespace is not None
+        self.namespace = DEFAULT_NAMESPACE if namespace is None else namespace
         self._store: Store | None = None
         self._stack = contextlib.ExitStack()
 
@@ -68,7 +71,9 @@ def options(
     url: str | None = typer.Option(
         None, envvar="REDISTATE_URL", help="redis://, rediss://, unix://, redis+cluster:// …"
     ),
-    namespace: str = typer.Option("redistate", help="the namespace to work on"),
+    namespace: str | None = typer.Option(
+        None, help=f"the namespace to work on [default: {DEFAULT_NAMESPACE}; demo: demo]"
+    ),
 ) -> None:
     global _current
     ctx.obj = _current = Context(url, namespace)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from dataclasses import replace
+from typing import Annotated, Any
 
 import typer
 
@@ -109,3 +110,80 @@ def locks(
         )
     rows.sort(key=lambda r: str(r["name"]))
     emit(rows, as_json, f"leases in {store.keys.namespace}")
+
+
+def _task_ids(store: Store) -> list[str]:
+    found = []
+    for key in store._conn.scan(store.keys.record_pattern("task")):
+        try:
+            found.append(store.keys.record_id("task", key))
+        except InvalidId:
+            continue
+    return sorted(found)
+
+
+@app.command()
+def restore(ctx: typer.Context, task: str = typer.Argument(..., help="the task id")) -> None:
+    """What a new owner of TASK would resume from (JSON): the newest intact checkpoint
+    plus the deltas after it, and whether anything had to be skipped."""
+    store: Store = ctx.obj.store
+    restored = store.checkpoints.restore(task)
+    if restored is None:
+        raise RedistateError(f"no task {task!r} in namespace {store.keys.namespace!r}")
+    cp = restored.checkpoint
+    out = {
+        "task": task,
+        "complete": restored.complete,
+        "skipped": list(restored.skipped),
+        "checkpoint": None
+        if cp is None
+        else {
+            "id": cp.id,
+            "seq": cp.seq,
+            "created": cp.created_at.isoformat(timespec="milliseconds"),
+            "phase": cp.phase,
+            "progress": cp.progress,
+            "fence": cp.fence,
+        },
+        "deltas_applied": restored.deltas_applied,
+        "state": restored.state,
+    }
+    sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
+
+
+@app.command()
+def handoff(ctx: typer.Context, task: str = typer.Argument(..., help="the task id")) -> None:
+    """A markdown summary of where TASK stands, for the next owner (or a person)."""
+    store: Store = ctx.obj.store
+    if store.checkpoints.restore(task) is None:
+        raise RedistateError(f"no task {task!r} in namespace {store.keys.namespace!r}")
+    sys.stdout.write(store.checkpoints.handoff(task))
+
+
+@app.command()
+def verify(
+    ctx: typer.Context,
+    tasks: Annotated[
+        list[str] | None, typer.Argument(help="task ids (default: every task)")
+    ] = None,
+    as_json: bool = typer.Option(False, "--json", help="JSON lines instead of a table"),
+) -> None:
+    """Check the SHA-256 digest of every checkpoint and delta; exit 1 if any is damaged."""
+    store: Store = ctx.obj.store
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for task in tasks or _task_ids(store):
+        found = store.checkpoints.verify(task)
+        if tasks and found.count == 0:
+            problems.append(f"no task {task!r} in namespace {store.keys.namespace!r}")
+            found = replace(found, ok=False)
+        rows.append(
+            {"task": task, "entries": found.count, "ok": found.ok, "first_bad": found.first_bad}
+        )
+        problems += found.problems
+    emit(rows, as_json, f"checkpoints verified in {store.keys.namespace}")
+    if problems:
+        for line in problems:
+            sys.stderr.write(f"  {line}\n")
+        bad = sum(1 for row in rows if not row["ok"])
+        raise RedistateError(f"verify: {bad} of {len(rows)} tasks failed")

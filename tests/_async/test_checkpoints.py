@@ -13,6 +13,7 @@ from redistate import (
     InvalidId,
     RedistateError,
     StateTooLarge,
+    Verification,
 )
 from tests.conftest import Backend
 from tests.roundtrips import RoundTrips
@@ -110,6 +111,29 @@ async def test_every_kind_of_damage_is_detected(store: AsyncStore, backend: Back
     raw.lset(key, 0, original)
     latest = await store.checkpoints.latest("t")
     assert latest is not None and latest.state["text"] == "x" * 20000
+
+
+async def test_verify_lists_every_damaged_checkpoint_and_delta(
+    store: AsyncStore, backend: Backend
+) -> None:
+    assert await store.checkpoints.verify("none") == Verification(True, 0, None)
+    first = await store.checkpoints.save("t", {"step": 1})
+    second = await store.checkpoints.save("t", {"step": 2, "text": "y" * 20000})  # zlib
+    await store.checkpoints.save("t", {"step": 3})
+    await store.checkpoints.log("t", {"step": 4})
+    assert await store.checkpoints.verify("t") == Verification(True, 4, None)
+    key, log_key = store.keys.task("t"), store.keys.task_log("t")
+    raw = backend.raw()
+    raw.lset(key, 1, raw.lindex(key, 1)[:-10])  # the second checkpoint: truncated
+    raw.lset(key, 2, raw.lindex(key, 2)[:-2] + b"9}")  # the first: digest mismatch
+    raw.lset(log_key, 0, raw.lindex(log_key, 0)[:-2] + b"7}")
+    found = await store.checkpoints.verify("t")
+    assert (found.ok, found.count, found.first_bad) == (False, 4, second.id)
+    assert len(found.problems) == 3
+    assert second.id in found.problems[0] and first.id in found.problems[1]
+    assert "delta" in found.problems[2]
+    restored = await store.checkpoints.restore("t")  # the newest is intact; its delta not
+    assert restored is not None and restored.state == {"step": 3} and not restored.complete
 
 
 async def test_deltas_replay_after_the_snapshot(store: AsyncStore) -> None:

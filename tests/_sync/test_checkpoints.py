@@ -14,6 +14,7 @@ from redistate import (
     InvalidId,
     RedistateError,
     StateTooLarge,
+    Verification,
 )
 from tests.conftest import Backend
 from tests.roundtrips import RoundTrips
@@ -111,6 +112,29 @@ def test_every_kind_of_damage_is_detected(store: Store, backend: Backend) -> Non
     raw.lset(key, 0, original)
     latest = store.checkpoints.latest("t")
     assert latest is not None and latest.state["text"] == "x" * 20000
+
+
+def test_verify_lists_every_damaged_checkpoint_and_delta(
+    store: Store, backend: Backend
+) -> None:
+    assert store.checkpoints.verify("none") == Verification(True, 0, None)
+    first = store.checkpoints.save("t", {"step": 1})
+    second = store.checkpoints.save("t", {"step": 2, "text": "y" * 20000})  # zlib
+    store.checkpoints.save("t", {"step": 3})
+    store.checkpoints.log("t", {"step": 4})
+    assert store.checkpoints.verify("t") == Verification(True, 4, None)
+    key, log_key = store.keys.task("t"), store.keys.task_log("t")
+    raw = backend.raw()
+    raw.lset(key, 1, raw.lindex(key, 1)[:-10])  # the second checkpoint: truncated
+    raw.lset(key, 2, raw.lindex(key, 2)[:-2] + b"9}")  # the first: digest mismatch
+    raw.lset(log_key, 0, raw.lindex(log_key, 0)[:-2] + b"7}")
+    found = store.checkpoints.verify("t")
+    assert (found.ok, found.count, found.first_bad) == (False, 4, second.id)
+    assert len(found.problems) == 3
+    assert second.id in found.problems[0] and first.id in found.problems[1]
+    assert "delta" in found.problems[2]
+    restored = store.checkpoints.restore("t")  # the newest is intact; its delta not
+    assert restored is not None and restored.state == {"step": 3} and not restored.complete
 
 
 def test_deltas_replay_after_the_snapshot(store: Store) -> None:
