@@ -155,3 +155,32 @@ class KeySpace:
     def namespace_pattern(self) -> str:
         """SCAN pattern matching every key of this namespace (used to clean up)."""
         return f"{self.namespace}:*"
+
+    def parse(self, key: str | bytes) -> tuple[str, str, str]:
+        """Split a key of this namespace into ``(kind, entity id, part)``: the inverse
+        of the builders above. ``part`` is ``""`` for an entity's main key, else the
+        suffix: ``"log"``, ``"ids"``, ``"wake"``, ``"writes"``...
+
+        Raises:
+            InvalidId: ``key`` is not one this KeySpace builds (another namespace, a
+                malformed or non-canonical id, not UTF-8).
+        """
+        try:
+            text = key.decode("utf-8") if isinstance(key, bytes) else key
+            start = len(self.namespace) + 1
+            if text.startswith(self.namespace + ":"):
+                brace = text.find(":{", start)
+                close = text.find("}", brace)  # an escaped id holds no '}'
+                kind = text[start:brace]
+                part = text[close + 1 :]
+                if brace > 0 and close > 0 and _KIND_RE.fullmatch(kind):
+                    entity_id = unescape_id(text[brace + 2 : close])
+                    # Rebuilding the key rejects ids in a non-canonical escaping.
+                    main = f"{self.namespace}:{kind}:{{{escape_id(entity_id)}}}"
+                    if main == text[: close + 1] and (
+                        part == "" or (part[:1] == ":" and _KIND_RE.fullmatch(part[1:]))
+                    ):
+                        return kind, entity_id, part[1:]
+        except (UnicodeDecodeError, InvalidId):
+            pass
+        raise InvalidId(f"{key!r:.200} is not a redistate key in namespace {self.namespace!r}")

@@ -30,6 +30,9 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "lock_abandon": (),
     "checkpoint_delete": ("_envelope",),
     "read_lists": (),
+    "import_record": ("_envelope",),
+    "import_task": ("_envelope",),
+    "import_fence": (),
 }
 
 

@@ -67,3 +67,15 @@ def test_durability_benchmark_runs_and_keeps_replicated_writes_to_one_request() 
     assert done.returncode == 0, done.stdout + done.stderr
     for op in ("put", "merge", "checkpoint save"):
         assert f"\n{op} " in done.stdout
+
+
+def test_backup_benchmark_runs_and_keeps_peak_memory_flat() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "backup.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "peak memory 10,000 / 1,000 records: export" in done.stdout
+    assert "import peak MiB" in done.stdout

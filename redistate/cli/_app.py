@@ -72,7 +72,7 @@ def options(
         None, envvar="REDISTATE_URL", help="redis://, rediss://, unix://, redis+cluster:// …"
     ),
     namespace: str | None = typer.Option(
-        None, help=f"the namespace to work on [default: {DEFAULT_NAMESPACE}; demo: demo]"
+        None, help=f"the namespace to work on (default: {DEFAULT_NAMESPACE}; demo: demo)"
     ),
 ) -> None:
     global _current

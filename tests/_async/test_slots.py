@@ -7,6 +7,7 @@ Redis Cluster without CROSSSLOT), and every script must have been seen.
 
 from __future__ import annotations
 
+from base64 import b64encode
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,8 @@ from redis.crc import key_slot
 
 from redistate import AsyncStore
 from redistate._async._client import AsyncConnection
+from redistate.cli.backup_format import parse_entity
+from redistate.cli.backup_import import import_call
 from redistate.scripts import names, script
 from tests.conftest import Backend
 
@@ -78,6 +81,19 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         await store._conn.script(script("read_lists"), task_keys, [0, -1] * 3)
         async with store.task(entity) as run:
             await run.save({"step": 1})
+        # redistate import: one script per entity, with the keys import_call chooses.
+        await store.users.put(entity, {"n": 1})
+        value = await store._conn.get(store.keys.record("user", entity))
+        assert value is not None
+        lines: list[dict[str, Any]] = [
+            {"kind": "record", "collection": "user", "id": entity, "ttl_ms": None,
+             "version": int(value[3:19]), "value": b64encode(value).decode()},
+            {"kind": "task", "id": entity, "seq": 0, "ttl_ms": None, "checkpoints": [],
+             "ids": [], "log": [b64encode(b"D1,d1,,0000000000000\n").decode()]},
+            {"kind": "fence", "id": entity, "fence": 7},
+        ]  # fmt: skip
+        for line in lines:
+            await store._conn.script(*import_call(store.keys, parse_entity(line), 0, True))
     await store.aclose()
 
     assert recorder.calls

@@ -8,6 +8,7 @@ Redis Cluster without CROSSSLOT), and every script must have been seen.
 
 from __future__ import annotations
 
+from base64 import b64encode
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,8 @@ from redis.crc import key_slot
 
 from redistate import Store
 from redistate._sync._client import Connection
+from redistate.cli.backup_format import parse_entity
+from redistate.cli.backup_import import import_call
 from redistate.scripts import names, script
 from tests.conftest import Backend
 
@@ -79,6 +82,19 @@ def test_every_script_and_transaction_stays_in_one_slot(
         store._conn.script(script("read_lists"), task_keys, [0, -1] * 3)
         with store.task(entity) as run:
             run.save({"step": 1})
+        # redistate import: one script per entity, with the keys import_call chooses.
+        store.users.put(entity, {"n": 1})
+        value = store._conn.get(store.keys.record("user", entity))
+        assert value is not None
+        lines: list[dict[str, Any]] = [
+            {"kind": "record", "collection": "user", "id": entity, "ttl_ms": None,
+             "version": int(value[3:19]), "value": b64encode(value).decode()},
+            {"kind": "task", "id": entity, "seq": 0, "ttl_ms": None, "checkpoints": [],
+             "ids": [], "log": [b64encode(b"D1,d1,,0000000000000\n").decode()]},
+            {"kind": "fence", "id": entity, "fence": 7},
+        ]  # fmt: skip
+        for line in lines:
+            store._conn.script(*import_call(store.keys, parse_entity(line), 0, True))
     store.close()
 
     assert recorder.calls

@@ -1,0 +1,154 @@
+"""``redistate export`` and ``redistate import``: one namespace as a JSON-lines file.
+
+The file format is described in backup_format; the work is done by backup_export and
+backup_import. Both directions stream: export reads SCAN batches (each entity's keys in
+one MULTI/EXEC, so a task's lists are a consistent view) and writes each entity as it is
+read; import reads line by line. Client memory is bounded by a batch, not by the number
+of keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .. import RedistateError, Store
+from ._app import app
+from ._output import err
+from .backup_export import export_namespace
+from .backup_format import KINDS
+from .backup_import import ImportReport, import_file
+
+__all__ = ["export_command", "import_command"]
+
+
+def _progress(unit: str) -> Any:
+    """A progress bar on stderr (only on a terminal: not in logs or pipes)."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    counter = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
+    columns = (TextColumn("{task.description}"), BarColumn(), counter, TimeElapsedColumn())
+    return Progress(*columns, console=err, disable=not err.is_terminal)
+
+
+@app.command("export")
+def export_command(
+    ctx: typer.Context,
+    out_file: Annotated[
+        Path, typer.Option("--out", metavar="FILE", help="the JSON-lines file to write")
+    ],
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+) -> None:
+    """Write the namespace to a JSON-lines file: records (value, version, TTL), task
+    checkpoint histories and delta logs, lease fence counters.
+
+    Not exported: held leases (a lease belongs to a running process), lease wake-up
+    lists, and write memories (<key>:writes, a short-lived memory of resent writes).
+    Each entity is read atomically; the file is not one point-in-time snapshot of the
+    whole namespace. Written to FILE.partial, renamed to FILE when complete.
+    """
+    store: Store = ctx.obj.store
+    partial = out_file.with_name(out_file.name + ".partial")
+    try:
+        with _progress("keys") as bar, open(partial, "wb") as sink:
+            task = bar.add_task(f"export {store.keys.namespace}", total=None)
+            report = export_namespace(store, sink, lambda n: bar.advance(task, n))
+        os.replace(partial, out_file)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict()) + "\n")
+        return
+    kinds = ", ".join(_count(report.entities[k], k) for k in KINDS)
+    total = _count(sum(report.entities.values()), "entity")
+    _say(f"exported {total} ({kinds}) of namespace {report.namespace!r} to {out_file}")
+    if report.not_exported:
+        _say(f"left out {_count(report.not_exported, 'lease and write-memory key')}")
+    if report.unknown_count:
+        examples = ", ".join(report.unknown)
+        _say(f"left out {report.unknown_count} keys redistate does not recognise: {examples}")
+
+
+def _count(n: int, what: str) -> str:
+    if n == 1:
+        return f"1 {what}"
+    return f"{n} entities" if what == "entity" else f"{n} {what}s"
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")  # plain: keys and ids are printed as they are
+
+
+@app.command("import")
+def import_command(
+    ctx: typer.Context,
+    file: Annotated[
+        Path,
+        typer.Argument(exists=True, dir_okay=False, metavar="FILE", help="a file made by export"),
+    ],
+    force: bool = typer.Option(False, "--force", help="overwrite newer stored entities too"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+) -> None:
+    """Import an export file into the namespace given by --namespace, else the file's.
+
+    Each entity is written atomically by a script that compares versions on the server:
+    a record whose stored version is newer, or a task whose newest checkpoint is newer
+    (or equal, with more deltas), is left as it is and reported (exit code 1) unless
+    --force. Fence counters are set to the higher of stored and exported, never lowered
+    (not even with --force). TTLs continue from the export: what expired since is not
+    imported. The whole file is checked first: a bad line imports nothing. Importing a
+    file again is harmless (equal versions are rewritten with the same bytes). Held
+    leases, wake-up lists and write memories are not in an export. A codec that binds
+    values to their key (encryption with the key as context) reads them only in the
+    namespace they were written in.
+    """
+    store: Store = ctx.obj.store
+    with _progress("bytes") as bar:
+        task = bar.add_task(f"import {file.name}", total=2 * file.stat().st_size)
+        report = import_file(
+            store,
+            file,
+            namespace=ctx.obj.namespace if ctx.obj.namespace_given else None,
+            force=force,
+            progress=lambda n: bar.advance(task, n),
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict()) + "\n")
+    else:
+        _print_import(report)
+    if report.failed_count:
+        raise RedistateError(f"{_count(report.failed_count, 'entity')} could not be imported")
+    if report.refused_count:
+        raise RedistateError(
+            f"refused to overwrite {_count(report.refused_count, 'entity')} newer in the "
+            f"store (--force overwrites)"
+        )
+
+
+def _print_import(report: ImportReport) -> None:
+    kinds = ", ".join(_count(report.imported[k], k) for k in KINDS)
+    total = _count(sum(report.imported.values()), "entity")
+    _say(f"imported {total} ({kinds}) into namespace {report.namespace!r}")
+    if report.refused_count:
+        more = ", …" if report.refused_count > len(report.refused) else ""
+        examples = ", ".join(report.refused)
+        _say(f"skipped {report.refused_count} as newer in the store: {examples}{more}")
+    if report.expired:
+        _say(f"skipped {report.expired} whose TTL ran out since the export")
+    if report.fences_kept:
+        _say(f"kept {_count(report.fences_kept, 'fence')} already as high or higher")
+    for failure in report.failed:
+        _say(f"failed: {failure}")

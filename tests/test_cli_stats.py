@@ -1,0 +1,172 @@
+"""``redistate stats``: counts, bytes (MEMORY USAGE sampling), largest keys, keys without
+a TTL. In subprocesses on every backend a subprocess reaches; on the in-process
+fakeredis backend (no MEMORY USAGE) the function the command calls, whose sizes are
+then estimated from the payloads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from redistate import Store
+from redistate.cli.stats import collect
+from redistate.keys import KeySpace
+from tests.conftest import Backend
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "redistate.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+def stats(backend: Backend, namespace: str, *options: str) -> dict[str, dict[str, Any]]:
+    """kind -> its JSON line, from the CLI (or, embedded, from the function it calls)."""
+    if backend.remote:
+        done = run("--url", backend.url, "--namespace", namespace, "stats", "--json", *options)
+        assert done.returncode == 0, done.stderr
+        rows = [json.loads(line) for line in done.stdout.splitlines()]
+    else:
+        expect = [options[i + 1] for i, o in enumerate(options) if o == "--expect-ttl"]
+        samples = [int(options[i + 1]) for i, o in enumerate(options) if o == "--samples"]
+        with Store(backend.sync_client(), namespace=namespace) as store:
+            found = collect(store, samples[0] if samples else 200, expect_ttl=expect)
+            rows = [s.row() for s in found]
+    return {row["kind"]: row for row in rows}
+
+
+def sizes(backend: Backend, namespace: str) -> dict[str, dict[tuple[str, str], int]]:
+    """kind -> {(id, part): bytes} of every key: MEMORY USAGE, or on fakeredis the
+    payload bytes (what stats estimates with)."""
+    raw = backend.raw()
+    keys = KeySpace(namespace)
+    found: dict[str, dict[tuple[str, str], int]] = {}
+    try:
+        for key in raw.scan_iter(match=f"{namespace}:*", count=1000):
+            try:
+                kind, entity, part = keys.parse(key)
+            except ValueError:
+                kind, entity, part = "(other)", key.decode(), ""
+            if backend.remote:
+                size = int(raw.memory_usage(key))
+            elif raw.type(key) == b"list":
+                size = sum(len(x) for x in raw.lrange(key, 0, -1))
+            elif raw.type(key) == b"zset":
+                size = sum(len(m) + 8 for m in raw.zrange(key, 0, -1))
+            else:
+                size = int(raw.strlen(key))
+            found.setdefault(kind, {})[(entity, part)] = size
+    finally:
+        raw.close()
+    return found
+
+
+def seed(backend: Backend, namespace: str) -> None:
+    with Store(backend.sync_client(), namespace=namespace) as store:
+        for i in range(40):
+            store.sessions.put(f"s{i}", {"turn": i, "pad": "x" * (10 * i)}, ttl=600)
+        store.sessions.put("forever", {"turn": 0}, ttl=None)
+        for i in range(9):
+            store.users.put(f"u{i}", {"i": i})
+        store.users.put("big", {"pad": "y" * 20_000})
+        notes = store.collection("notes")
+        for i in range(3):
+            notes.put(f"n{i}", [i])
+        for step in range(3):
+            store.checkpoints.save("t1", {"step": step})
+        store.checkpoints.log("t1", {"d": 1})
+        store.lock("t1", ttl=60, renew=False).acquire()
+    raw = backend.raw()
+    raw.set(f"{namespace}:stray", b"not redistate's")
+    raw.close()
+
+
+def test_counts_bytes_largest_and_keys_without_ttl(backend: Backend, namespace: str) -> None:
+    seed(backend, namespace)
+    found = stats(backend, namespace, "--expect-ttl", "users")
+    measured = sizes(backend, namespace)
+
+    assert list(found) == ["session", "user", "task", "lock", "fence", "notes", "(other)"]
+    counts = {kind: (row["keys"], row["entities"]) for kind, row in found.items()}
+    assert counts == {
+        "session": (41, 41),
+        "user": (10, 10),
+        "task": (4, 1),  # checkpoints, ids, log, write memory: one task
+        "lock": (1, 1),
+        "fence": (1, 1),
+        "notes": (3, 3),
+        "(other)": (1, 1),
+    }
+    for kind, row in found.items():
+        # Every key was sampled (fewer than 200 per kind): the bytes are exact.
+        assert row["sampled"] == row["keys"], kind
+        assert row["bytes"] == sum(measured[kind].values()), kind
+        assert row["estimated"] is not backend.remote
+        top = sorted(measured[kind].values(), reverse=True)[:5]
+        assert [x["bytes"] for x in row["largest"]] == top, kind
+    assert found["user"]["largest"][0]["id"] == "big"
+    assert found["user"]["largest"][0]["bytes"] > 20_000
+    parts = {(x["id"], x["part"]) for x in found["task"]["largest"]}
+    assert parts == {("t1", ""), ("t1", "ids"), ("t1", "log"), ("t1", "writes")}
+    # Sessions always should expire; users were asked for; the others are not checked.
+    assert (found["session"]["no_ttl"], found["session"]["no_ttl_ids"]) == (1, ["forever"])
+    assert found["user"]["no_ttl"] == 10 and len(found["user"]["no_ttl_ids"]) == 5
+    assert all(found[k]["no_ttl"] is None for k in ("task", "lock", "fence", "notes"))
+
+
+def test_a_sample_is_extrapolated_to_every_key(server_backend: Backend, namespace: str) -> None:
+    with Store(server_backend.sync_client(), namespace=namespace) as store:
+        for i in range(300):
+            store.users.put(f"u{i}", {"pad": "z" * (i * 7)})
+    every = sizes(server_backend, namespace)["user"].values()
+
+    users = stats(server_backend, namespace, "--samples", "20")["user"]
+
+    assert users["keys"] == 300 and users["sampled"] == 20
+    assert 300 * min(every) < users["bytes"] < 300 * max(every)
+    assert users["bytes"] != sum(every)  # 20 of 300 sizes: an estimate, not a sum
+    assert len(users["largest"]) == 5
+    assert users["no_ttl"] is None  # users are not expected to expire
+
+
+def test_the_tables(server_backend: Backend, namespace: str) -> None:
+    seed(server_backend, namespace)
+    done = run("--url", server_backend.url, "--namespace", namespace, "stats", "--samples", "10")
+    assert done.returncode == 0, done.stderr
+    assert f"keys and bytes per kind in {namespace}" in done.stdout
+    assert "from 10 sampled" in done.stdout  # sessions: 41 keys, 10 sized
+    assert "largest sampled keys" in done.stdout and "big" in done.stdout
+    assert "estimated" not in done.stdout
+
+
+def test_an_empty_embedded_store() -> None:
+    env = {**os.environ, "REDISTATE_EMBEDDED": "fakeredis"}
+    done = run("stats", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["kind"] for r in rows] == ["session", "user", "task", "lock", "fence"]
+    assert all(r["keys"] == 0 and r["bytes"] == 0 and r["largest"] == [] for r in rows)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--samples", "0"], ["--samples", "100001"], ["--samples", "x"], ["--expect-ttl", "Bad!"]],
+)
+def test_bad_options_are_usage_errors(args: list[str]) -> None:
+    env = {**os.environ, "REDISTATE_EMBEDDED": "fakeredis"}
+    done = run("stats", *args, env=env)
+    assert done.returncode == 2 and done.stdout == ""
+
+
+def test_collect_refuses_a_bad_sample_size() -> None:
+    with Store.embedded() as store, pytest.raises(ValueError, match="from 1 to 100000, got 0"):
+        collect(store, 0)
