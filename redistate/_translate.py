@@ -61,7 +61,8 @@ def translate(exc: BaseException, address: str) -> RedistateError:
             f"free memory, raise maxmemory or choose an eviction policy"
         )
     if isinstance(exc, rex.ResponseError):
-        message = str(exc)
+        # redis-py prefixes an error inside MULTI/EXEC with the command that caused it.
+        message = str(exc).rpartition("of pipeline caused error: ")[2]
         if message.startswith("RSLOCKLOST"):
             return LockLost(f"{message} (at {address})")
         if message.startswith(("RSINTEGRITY", "WRONGTYPE")):

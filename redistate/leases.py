@@ -14,7 +14,7 @@ from typing import Any, Final
 from ._ttl import check_ttl
 from .errors import LockLost
 
-__all__ = ["lease_value", "new_token", "wait_budget"]
+__all__ = ["holder_fence", "lease_value", "new_token", "wait_budget"]
 
 MIN_BLOCK: Final = 0.001  # BLPOP's smallest useful timeout, seconds
 SHORT_WAIT: Final = 0.1  # below this, wait with a local timer (BLPOP wakes at 1/hz)
@@ -32,6 +32,15 @@ def new_token() -> str:
 def lease_value(token: str, fence: int) -> str:
     """The lock key's value while this lease holds it."""
     return f"{token},{fence}"
+
+
+def holder_fence(value: bytes | str | None) -> int | None:
+    """The fence in a stored lease value (None: no lease, or not one we wrote)."""
+    if value is None:
+        return None
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    _, comma, fence = text.rpartition(",")
+    return int(fence) if comma and fence.isdigit() else None
 
 
 def check_wait(wait: object) -> float | None:

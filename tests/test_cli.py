@@ -150,3 +150,35 @@ def test_verify_reports_damage_and_exits_with_1(
     assert run(*seeded, "verify", "t2").returncode == 0
     absent = run(*seeded, "verify", "t2", "nope")
     assert absent.returncode == 1 and "no task 'nope'" in absent.stderr
+
+
+def test_foreign_values_are_reported_not_crashed_on(
+    seeded: list[str], server_backend: Backend, namespace: str
+) -> None:
+    raw = server_backend.raw()
+    raw.set(f"{namespace}:lock:{{odd}}", b"garbage")  # not a lease value
+    held = {row["name"]: row for row in lines(run(*seeded, "locks", "--json"))}
+    assert held["odd"]["fence"] is None and held["t1"]["fence"] == 1
+    store = Store(server_backend.sync_client(), namespace=namespace)
+    store.checkpoints.log("only-log", {"x": 1})  # a task with a delta log only
+    store.close()
+    raw.set(f"{namespace}:task:{{wrong}}", b"a string where a list belongs")
+    done = run(*seeded, "verify", "--json")
+    assert done.returncode == 1
+    rows = {row["task"]: row for row in map(json.loads, done.stdout.splitlines())}
+    assert rows["only-log"] == {"task": "only-log", "entries": 1, "ok": True, "first_bad": None}
+    assert rows["wrong"]["ok"] is False and rows["t1"]["ok"] is True
+    assert "WRONGTYPE" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_bad_urls_and_unwritable_files_are_one_line(tmp_path: Path) -> None:
+    bogus = run("--url", "bogus://x", "ls")
+    assert bogus.returncode == 2
+    assert bogus.stderr.startswith("redistate: url 'bogus://x' has an unknown scheme")
+    assert bogus.stderr.count("\n") == 1
+    env = {**os.environ, "REDISTATE_HOME": str(tmp_path), "REDISTATE_EMBEDDED": "fakeredis"}
+    env.pop("REDISTATE_URL", None)
+    target = tmp_path / "missing" / "x.jsonl"
+    unwritable = run("export", "--out", str(target), env=env)
+    assert unwritable.returncode == 1
+    assert unwritable.stderr == f"redistate: {target}.partial: No such file or directory\n"

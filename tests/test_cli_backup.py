@@ -228,6 +228,8 @@ def test_newer_entities_are_refused_without_force_and_overwritten_with_it(
     cli = Cli(backend, namespace)
     with cli.store() as store:
         seed(store)
+        for n in range(3):
+            store.checkpoints.save("t9", {"n": n})
     exported = snapshot(backend, namespace)
     path = tmp_path / "backup.jsonl"
     cli.export(path)
@@ -236,26 +238,36 @@ def test_newer_entities_are_refused_without_force_and_overwritten_with_it(
         store.checkpoints.save("t3", {"x": 2})  # a newer checkpoint
         store.checkpoints.log("t1", {"extra": 3})  # same seq, one delta more
         store.users.delete("u1")  # gone: imported again
+        # Deleted and started again: seq is back at 1 (the file has 3), but it is newer.
+        store.checkpoints.delete("t9")
+        store.checkpoints.save("t9", {"again": 1})
     newer = snapshot(backend, namespace)
 
     code, report, stderr = cli.import_(path)
 
     assert code == 1
-    assert report["refused"] == 3 and report["imported"] == 4  # u1, odd, n1, t2
+    assert report["refused"] == 4 and report["imported"] == 4  # u1, odd, n1, t2
     assert report["fences_kept"] == 2  # equal to the file's: nothing to raise
-    assert sorted(report["refused_ids"]) == ["session s1", "task t1", "task t3"]
+    assert sorted(report["refused_ids"]) == ["session s1", "task t1", "task t3", "task t9"]
     if backend.remote:
         assert stderr.splitlines() == [
-            "redistate: refused to overwrite 3 entities newer in the store (--force overwrites)"
+            "redistate: refused to overwrite 4 entities newer in the store (--force overwrites)"
         ]
     after = snapshot(backend, namespace)
-    for key in (":session:{s1}", ":task:{t3}", ":task:{t3}:ids", ":task:{t1}:log"):
+    for key in (
+        ":session:{s1}",
+        ":task:{t3}",
+        ":task:{t3}:ids",
+        ":task:{t1}:log",
+        ":task:{t9}",
+        ":task:{t9}:ids",
+    ):
         assert after[key][:2] == newer[key][:2], key  # the refused ones are unchanged
     assert after[":user:{u1}"][:2] == exported[":user:{u1}"][:2]
 
     code, report, _ = cli.import_(path, force=True)
 
-    assert code == 0 and report["refused"] == 0 and report["imported"] == 7
+    assert code == 0 and report["refused"] == 0 and report["imported"] == 8
     assert_same(exported, snapshot(backend, namespace))
     with cli.store() as store:
         # Versions after a forced restore still never repeat: the next write is newer.
@@ -340,6 +352,23 @@ BAD_FILES: dict[str, tuple[Any, int | None, str]] = {
         lambda lines: [*lines[:2], {"kind": "widget"}, *lines[3:]],
         3,
         "unknown kind 'widget'",
+    ),
+    "misaligned task": (
+        lambda lines: [
+            *lines[:2],
+            {
+                "kind": "task",
+                "id": "t",
+                "seq": 0,
+                "ttl_ms": None,
+                "ids": [],
+                "log": [],
+                "checkpoints": [_b64(b"K1,blob")],
+            },
+            *lines[3:],
+        ],
+        3,
+        "1 checkpoints but 0 ids: they must align",
     ),
     "bad base64": (_record(value="***"), None, "value is not valid base64"),
     "not a record": (_record(value=_b64(b"plain text")), None, "no record header"),

@@ -3,10 +3,13 @@ real servers. Each run really SIGKILLs and SIGSTOPs worker processes."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +136,93 @@ def test_demo_refuses_bad_options_with_exit_code_2(args: list[str], tmp_path: Pa
     done = cli("demo", *args, home=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert not (tmp_path / "dump.rdb").exists()  # no server was started
+
+
+def running_under(path: Path) -> list[str]:
+    """Command lines of live processes that name ``path`` (the demo's workers and the
+    embedded server all do: their socket is in it)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # exited meanwhile
+        if str(path) in text:
+            found.append(text)
+    return found
+
+
+def wait_until_gone(path: Path, allowed: str = "") -> list[str]:
+    """Bounded wait for processes the kernel is tearing down; what is left."""
+    deadline = time.monotonic() + 10
+    while True:
+        left = [c for c in running_under(path) if not allowed or allowed not in c]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.02)  # the kernel kills them asynchronously; bounded by the deadline
+
+
+def start_demo(home: Path, until: str = "• SIGKILL worker") -> subprocess.Popen[str]:
+    """A demo in its own session, returned once it printed a line starting with
+    ``until`` (mid-run)."""
+    environ = {k: v for k, v in os.environ.items() if k != "REDISTATE_URL"}
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "redistate.cli", "demo", "--tasks", "12"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**environ, "REDISTATE_HOME": str(home)},
+        start_new_session=True,
+    )
+    assert demo.stdout is not None
+    for line in demo.stdout:
+        if line.startswith(until):
+            return demo
+    raise AssertionError(f"the demo ended without printing {until!r}")
+
+
+def test_ctrl_c_stops_every_process_and_keeps_the_data(tmp_path: Path) -> None:
+    demo = start_demo(tmp_path)
+    os.killpg(demo.pid, signal.SIGINT)  # what a terminal sends to its foreground group
+    demo.communicate(timeout=60)
+    assert demo.returncode != 0
+    assert wait_until_gone(tmp_path) == []
+    assert "DB saved on disk" in (tmp_path / "valkey.log").read_text()
+    tasks = cli("--namespace", "demo", "ls", "tasks", "--json", home=tmp_path)
+    assert tasks.returncode == 0 and len(tasks.stdout.splitlines()) >= 1
+
+
+def test_a_killed_demo_leaves_no_worker_and_the_next_command_stops_its_server(
+    tmp_path: Path,
+) -> None:
+    demo = start_demo(tmp_path, until="• SIGSTOP worker")
+    demo.kill()  # SIGKILL: no cleanup runs in the demo itself; one worker is stopped
+    demo.communicate(timeout=60)
+    left = wait_until_gone(tmp_path, allowed="valkey-server")
+    assert left == []  # the workers died with it (even the SIGSTOPped one)
+    assert len(running_under(tmp_path)) == 1  # its server is left, holding the data
+    tasks = cli("--namespace", "demo", "ls", "tasks", "--json", home=tmp_path)
+    assert tasks.returncode == 0, tasks.stderr
+    assert len(tasks.stdout.splitlines()) >= 1  # what the killed demo's server held
+    assert wait_until_gone(tmp_path) == []  # the stale server was shut down (and saved)
+
+
+def test_a_second_command_waits_for_the_first_and_says_so(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # as a running command holds it
+        environ = {k: v for k, v in os.environ.items() if k != "REDISTATE_URL"}
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "redistate.cli", "ls", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**environ, "REDISTATE_HOME": str(tmp_path)},
+        )
+        assert waiting.stderr is not None
+        line = waiting.stderr.readline()  # blocks until it reports that it waits
+        assert line == f"redistate: waiting for another redistate command using {tmp_path}\n"
+        assert waiting.poll() is None
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    out, _ = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0 and out == ""

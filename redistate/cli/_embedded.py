@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -89,10 +91,17 @@ def _valkey_url(binary: str, data: Path) -> Iterator[str]:
             "--dir", str(data),
             "--dbfilename", "dump.rdb",
             "--save", "",  # saved once, on shutdown
+            "--shutdown-on-sigterm", "save",
+            "--shutdown-on-sigint", "save",
             "--appendonly", "no",
             "--logfile", "valkey.log",
+            "--pidfile", str(data / "valkey.pid"),
         ]  # fmt: skip
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        _stop_stale(data / "valkey.pid", binary)
+        # Its own session: a Ctrl-C stops this command, which then shuts the server down.
+        process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+        )
         # No redis-py retries: SHUTDOWN closes the socket, which is the expected reply.
         client = redis.Redis(
             unix_socket_path=str(sock), socket_timeout=5, retry=Retry(NoBackoff(), 0)
@@ -115,23 +124,47 @@ def _valkey_url(binary: str, data: Path) -> Iterator[str]:
                 shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _stop_stale(pidfile: Path, binary: str) -> None:
+    """Shut down a server left by a command that was killed (it saves its data on
+    SIGTERM), so that it neither answers on our socket nor loses what it holds."""
+    try:
+        pid = int(pidfile.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        if cmdline.exists() and Path(binary).name.encode() not in cmdline.read_bytes():
+            return  # the pid was reused by another program
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return  # no pidfile, or no such process: nothing left behind
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)  # waits for another process to exit, bounded by the deadline
+    raise RedistateError(f"a stale embedded server (pid {pid}) did not stop; kill it")
+
+
 def _wait_ready(client: redis.Redis, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         if process.poll() is not None:
-            tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
+            tail = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
             raise RedistateError(
-                f"the embedded valkey-server exited with {process.returncode}: {tail}"
+                f"the embedded valkey-server exited with {process.returncode}: "
+                f"{tail[-1] if tail else 'no log'} (see {log})"
             )
         try:
-            # A saved dataset answers LOADING while it is read back.
-            client.ping()
-            return
+            # A saved dataset answers LOADING while it is read back; the pid check makes
+            # sure it is this server answering, not one a killed command left behind.
+            if int(client.info("server")["process_id"]) == process.pid:
+                return
         except (redis.ConnectionError, redis.BusyLoadingError, FileNotFoundError):
-            if time.monotonic() > deadline:
-                process.kill()
-                raise
-            time.sleep(0.01)  # polls a starting process, bounded by the deadline
+            pass
+        if time.monotonic() > deadline:
+            process.kill()
+            raise RedistateError(f"the embedded valkey-server did not start in {START_TIMEOUT:g} s")
+        time.sleep(0.01)  # polls a starting process, bounded by the deadline
 
 
 @contextlib.contextmanager
@@ -144,7 +177,13 @@ def _exclusive(path: Path) -> Iterator[None]:
         return
     handle: TextIO
     with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            sys.stderr.write(
+                f"redistate: waiting for another redistate command using {path.parent}\n"
+            )
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:

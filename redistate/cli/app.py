@@ -22,11 +22,18 @@ def main() -> None:
     except RedistateError as exc:
         sys.stderr.write(f"redistate: {exc}\n")
         sys.exit(1)
-    except (RedisError, OSError) as exc:
+    except RedisError as exc:
         context = current()
         address = "the embedded server" if context is None else context.address
         sys.stderr.write(f"redistate: {translate(exc, address)}\n")
         sys.exit(1)
+    except OSError as exc:  # a file of the user's (redis-py wraps socket errors)
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"redistate: {where}{exc.strerror or exc}\n")
+        sys.exit(1)
+    except ValueError as exc:  # an option's value, e.g. a malformed --url
+        sys.stderr.write(f"redistate: {exc}\n")
+        sys.exit(2)
     finally:
         context = current()
         if context is not None:

@@ -167,6 +167,9 @@ def _task(obj: dict[str, Any]) -> Entity:
     )
     if not (blobs or entries or log):
         raise ValueError("a task needs checkpoints, ids or a log")
+    if len(blobs) != len(entries):
+        # The store writes both lists in one script: they only differ if edited.
+        raise ValueError(f"{len(blobs)} checkpoints but {len(entries)} ids: they must align")
     seq = newest_seq(entries)
     if obj.get("seq") != seq:
         raise ValueError(f"seq {obj.get('seq')!r} is not the newest in its ids ({seq})")

@@ -29,6 +29,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from .. import RedistateError, Store
+from ..leases import holder_fence
 from ._app import app
 from ._output import out
 from .demo_ledger import Check, Ledger
@@ -102,7 +103,7 @@ def demo(
     }
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="redistate-demo-") as logs:
-        runner = Runner(config, logs, ledger, plan, quiet=as_json)
+        runner = Runner(store, config, logs, ledger, plan, quiet=as_json)
         runner.run(workers, deadline=started + 60 + tasks * steps * 0.5 + 10 * lease_ttl)
     took = time.monotonic() - started
     checks = _verdict(store, ledger, took)
@@ -118,10 +119,9 @@ def demo(
     else:
         out.print()
         out.print(_summary(checks))
-        out.print(
-            f"Look into it: redistate --namespace {context.namespace} ls tasks | "
-            f"checkpoints task-1 | handoff task-1"
-        )
+        out.print("Look into what it left:")
+        for command in ("ls tasks", "checkpoints task-1", "handoff task-1"):
+            out.print(f"  redistate --namespace {context.namespace} {command}", highlight=False)
     if not ok:
         raise RedistateError("demo: an invariant did not hold (see the summary)")
 
@@ -130,8 +130,16 @@ class Runner:
     """Runs the workers, reads their events, strikes when the plan says."""
 
     def __init__(
-        self, config: dict[str, Any], logs: str, ledger: Ledger, plan: Plan, *, quiet: bool
+        self,
+        store: Store,
+        config: dict[str, Any],
+        logs: str,
+        ledger: Ledger,
+        plan: Plan,
+        *,
+        quiet: bool,
     ) -> None:
+        self.store = store
         self.config, self.logs, self.ledger, self.plan = config, logs, ledger, plan
         self.quiet = quiet
         self.procs: list[Proc] = []
@@ -150,6 +158,7 @@ class Runner:
             stdout=subprocess.PIPE,
             stderr=log,
             bufsize=0,
+            start_new_session=True,  # a Ctrl-C reaches the demo, which stops the workers
         )
         proc = Proc(worker, process, log)
         self.procs.append(proc)
@@ -235,6 +244,16 @@ class Runner:
             and event["step"] <= self.ledger.steps - 2  # a later save must follow
         ):
             os.kill(proc.pid, signal.SIGSTOP)
+            _, status = os.waitpid(proc.pid, os.WUNTRACED)  # returns once it is stopped
+            if not os.WIFSTOPPED(status):
+                return  # it had exited: nothing to stop
+            # The event may be stale: the worker may have finished that task meanwhile.
+            # Stopped, it can no longer release the lease; if it still holds it, the
+            # task is stuck with it until the lease expires, as intended.
+            held = holder_fence(self.store.client.get(self.store.keys.lock(event["task"])))
+            if held != event["fence"]:
+                os.kill(proc.pid, signal.SIGCONT)  # too late; strike at a later step
+                return
             proc.state, plan.stopped = "stopped", proc
             plan.stopped_task, plan.stopped_fence = event["task"], event["fence"]
             self.ledger.orphan(proc.id, "stalled")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import sys
 import time
 from typing import Any
@@ -101,7 +102,21 @@ class Worker:
         return f"{task} step {step + 1} by worker {self.id}: {self.rng.getrandbits(32):08x}"
 
 
+def _die_with_parent() -> None:
+    """Let the kernel SIGKILL this worker if the demo dies (Linux), even while it is
+    SIGSTOPped: no worker outlives a demo that was killed itself."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before the call took effect
+        os._exit(1)
+
+
 def main() -> None:
+    _die_with_parent()
     Worker(json.loads(sys.argv[1])).run()
 
 

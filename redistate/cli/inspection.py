@@ -1,5 +1,5 @@
 """Commands that read a namespace: ls, show, checkpoints, locks, restore, handoff,
-verify, stats."""
+verify."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from .. import RedistateError, Store
-from ..errors import InvalidId
+from ..checkpoints import Verification
+from ..errors import IntegrityError, InvalidId
+from ..leases import holder_fence
 from ._app import app
 from ._output import emit, ttl
 
@@ -104,21 +106,25 @@ def locks(
         value = raw.get(key)
         if value is None:
             continue  # expired between SCAN and GET
-        token, _, fence = value.decode().partition(",")
+        token = value.decode("utf-8", "replace").partition(",")[0]
+        fence = holder_fence(value)  # None: a value redistate did not write
         rows.append(
-            {"name": name, "holder": token[:8], "fence": int(fence), "ttl_s": ttl(raw.pttl(key))}
+            {"name": name, "holder": token[:8], "fence": fence, "ttl_s": ttl(raw.pttl(key))}
         )
     rows.sort(key=lambda r: str(r["name"]))
     emit(rows, as_json, f"leases in {store.keys.namespace}")
 
 
 def _task_ids(store: Store) -> list[str]:
-    found = []
-    for key in store._conn.scan(store.keys.record_pattern("task")):
+    """Every task with any key (a task may hold only a delta log)."""
+    found = set()
+    for key in store._conn.scan(store.keys.namespace_pattern()):
         try:
-            found.append(store.keys.record_id("task", key))
+            kind, entity, _ = store.keys.parse(key)
         except InvalidId:
             continue
+        if kind == "task":
+            found.add(entity)
     return sorted(found)
 
 
@@ -173,7 +179,10 @@ def verify(
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     for task in tasks or _task_ids(store):
-        found = store.checkpoints.verify(task)
+        try:
+            found = store.checkpoints.verify(task)
+        except IntegrityError as exc:  # WRONGTYPE: a foreign value under a task's key
+            found = Verification(False, 0, None, (f"task {task!r}: {exc}",))
         if tasks and found.count == 0:
             problems.append(f"no task {task!r} in namespace {store.keys.namespace!r}")
             found = replace(found, ok=False)

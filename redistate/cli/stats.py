@@ -164,8 +164,13 @@ def _size(store: Store, stats: KindStats, memory: bool) -> None:
         return
     total = sum(size for size, _, _ in sized)
     stats.size = total if len(sized) >= stats.keys else round(total / len(sized) * stats.keys)
-    top = heapq.nlargest(TOP, sized, key=lambda s: s[0])
-    stats.largest = [{"id": entity, "part": part, "bytes": size} for size, entity, part in top]
+    # An entity's size is the sum of its keys in the sample (a task has several lists);
+    # exact when every key was sampled.
+    entities: dict[str, list[int]] = {}
+    for size, entity, _ in sized:
+        entities.setdefault(entity, []).append(size)
+    top = heapq.nlargest(TOP, entities.items(), key=lambda item: sum(item[1]))
+    stats.largest = [{"id": entity, "keys": len(s), "bytes": sum(s)} for entity, s in top]
 
 
 def _sizes(client: Any, keys: list[bytes], memory: bool) -> list[int | None]:
@@ -257,14 +262,14 @@ def stats(
         {
             "kind": s.kind,
             "id": top["id"],
-            "part": top["part"] or None,
+            "keys": top["keys"],
             "bytes": _human(top["bytes"]),
         }
         for s in found
         for top in s.largest
     ]
     if largest:
-        emit(largest, False, f"largest sampled keys (top {TOP} per kind)")
+        emit(largest, False, f"largest entities (top {TOP} per kind, of the sampled keys)")
 
 
 def _table_row(stats: KindStats) -> dict[str, Any]:

@@ -11,11 +11,13 @@ ARGV[5 .. 4+b]            the checkpoint blobs, newest first, stored as is
 ARGV[5+b .. 4+b+e]        the id entries, newest first, stored as is
 ARGV[5+b+e ..]            the deltas, oldest first, stored as is
 returns  {1, seq}: written, seq is the imported newest checkpoint's (0 if none);
-         {0, seq}: refused, the stored task is newer (nothing changed): its newest seq
-         is higher, or equal with a longer delta log (deltas appended since)
+         {0, seq}: refused, the stored task is newer (nothing changed)
 errors   RSARG on malformed arguments, before any write.
-Newest seq = highest seq among the readable entries (a damaged entry is skipped, as
-checkpoint_save does). The three keys are replaced whole, and get the same expiry.
+Newer: compared by (the latest server time of a checkpoint or delta, newest seq, delta
+count). Time first, because seq starts again at 1 after a delete: a task deleted and
+started again since the export is newer even with fewer checkpoints. Unreadable entries
+are skipped, as checkpoint_save does. The three keys are replaced whole, and get the
+same expiry.
 ]]
 local ttl_ms = rs_ttl(ARGV[1])
 local blobs, entries = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -25,23 +27,33 @@ if not ttl_ms or (ARGV[2] ~= '0' and ARGV[2] ~= '1')
   return redis.error_reply('RSARG malformed arguments to import_task')
 end
 
-local function newest_seq(list)
-  local seq = 0
-  for _, entry in ipairs(list) do
-    local s = string.match(entry, '^(%d+),%d+,%d+,[%w_-]+,[%w_-]*$')
-    if s and tonumber(s) > seq then seq = tonumber(s) end
+-- (latest ms, newest seq) of id entries and deltas.
+local function newness(ids, log)
+  local ms, seq = 0, 0
+  for _, entry in ipairs(ids) do
+    local s, t = string.match(entry, '^(%d+),(%d+),%d+,[%w_-]+,[%w_-]*$')
+    if s then
+      seq, ms = math.max(seq, tonumber(s)), math.max(ms, tonumber(t))
+    end
   end
-  return seq
+  for _, delta in ipairs(log) do
+    local t = string.match(delta, '^D1,[%w_-]+,[%w_-]*,(%d+)\n')
+    if t then ms = math.max(ms, tonumber(t)) end
+  end
+  return ms, seq
 end
 
-local imported = {}
-for i = 1, entries do imported[i] = ARGV[4 + blobs + i] end
-local seq = newest_seq(imported)
+local imported_ids, imported_log = {}, {}
+for i = 1, entries do imported_ids[i] = ARGV[4 + blobs + i] end
 local deltas = #ARGV - 4 - blobs - entries
+for i = 1, deltas do imported_log[i] = ARGV[4 + blobs + entries + i] end
+local ms, seq = newness(imported_ids, imported_log)
 if ARGV[2] == '0' then
-  local stored = newest_seq(redis.call('LRANGE', KEYS[2], 0, -1))
-  if stored > seq or (stored == seq and redis.call('LLEN', KEYS[3]) > deltas) then
-    return {0, stored}
+  local stored_log = redis.call('LRANGE', KEYS[3], 0, -1)
+  local stored_ms, stored_seq = newness(redis.call('LRANGE', KEYS[2], 0, -1), stored_log)
+  if stored_ms > ms or (stored_ms == ms and (stored_seq > seq
+      or (stored_seq == seq and #stored_log > deltas))) then
+    return {0, stored_seq}
   end
 end
 

@@ -61,3 +61,12 @@ def test_describe_names_the_address() -> None:
 
     assert describe(redis.Redis(host="10.1.2.3", port=7000, db=2)) == "10.1.2.3:7000/2"
     assert describe(redis.Redis(unix_socket_path="/run/r.sock")) == "unix:///run/r.sock"
+
+
+def test_an_error_inside_multi_exec_is_classified_by_its_own_message() -> None:
+    wrapped = rex.ResponseError(
+        "Command # 2 (LRANGE n:task:{w} 0 -1) of pipeline caused error: "
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    )
+    error = translate(wrapped, "here")
+    assert isinstance(error, IntegrityError) and str(error).startswith("WRONGTYPE")
