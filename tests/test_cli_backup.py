@@ -8,7 +8,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,20 +20,11 @@ from redistate.cli.backup_export import export_namespace
 from redistate.cli.backup_format import BadFile
 from redistate.cli.backup_import import import_file
 from redistate.keys import KeySpace
+from tests.cli import run
 from tests.conftest import Backend
 
 # Key relative to the namespace -> (type, value, expiry in ms since the epoch or -1).
 Snapshot = dict[str, tuple[str, Any, int]]
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "redistate.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
 
 
 def summary(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from redistate import Store
+from tests.cli import run
 from tests.conftest import Backend
 
 DEMO_TIMEOUT = 180
@@ -25,13 +26,7 @@ def cli(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """Run ``redistate ARGS`` with the embedded server's data in ``home``."""
     environ = {k: v for k, v in os.environ.items() if k != "REDISTATE_URL"}
     environ.update(REDISTATE_HOME=str(home), COLUMNS="120", **env)
-    return subprocess.run(
-        [sys.executable, "-m", "redistate.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=DEMO_TIMEOUT,
-        env=environ,
-    )
+    return run(*args, env=environ, timeout=DEMO_TIMEOUT)
 
 
 def summary(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

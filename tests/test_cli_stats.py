@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -16,17 +14,8 @@ import pytest
 from redistate import Store
 from redistate.cli.stats import collect
 from redistate.keys import KeySpace
+from tests.cli import run
 from tests.conftest import Backend
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "redistate.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
 
 
 def stats(backend: Backend, namespace: str, *options: str) -> dict[str, dict[str, Any]]:
