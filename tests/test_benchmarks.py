@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,76 @@ def test_backup_benchmark_runs_and_keeps_peak_memory_flat() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "peak memory 10,000 / 1,000 records: export" in done.stdout
     assert "import peak MiB" in done.stdout
+
+
+def test_run_benchmark_quick_compares_every_peer_with_promised_round_trips(
+    tmp_path: Path,
+) -> None:
+    """benchmarks/run.py --quick: every comparison row, the curves' PNGs, and redistate's
+    round trips exactly as the design promises (counts, never times)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    operations = (
+        "session put",
+        "session get",
+        "session put (async)",
+        "session get (async)",
+        "user merge, 1 process",
+        "user merge, 8 processes",
+        "checkpoint save",
+        "checkpoint latest",
+        "lock acquire+release",
+    )
+    for op in operations:
+        assert f"\n{op} " in done.stdout, op
+    peers = (
+        "raw SET PX",
+        "raw GET",
+        "agents RedisSession add_items",
+        "agents RedisSession get_items",
+        "WATCH/MULTI loop",
+        "naive GET+SET",
+        "raw LPUSH+LTRIM pipeline",
+        "raw LINDEX 0",
+        "llama-index RedisChatStore",
+        "redis-py Lock",
+        "python-redis-lock",
+        "pottery Redlock",
+    )
+    for peer in peers:
+        assert f" {peer} |" in done.stdout, peer
+    for curve in ("2a. save / latest", "2b. restore", "2c. ids()", "2d. throughput"):
+        assert curve in done.stdout, curve
+
+    result = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    rows = [r for part in ("sessions", "merges", "checkpoints", "locks") for r in result[part]]
+    measured = {(r["op"], r["side"]): r["round_trips"] for r in rows}
+    promised = {
+        ("session put", "redistate Store"): 1,
+        ("session get", "redistate Store"): 1,
+        ("session put (async)", "redistate AsyncStore"): 1,
+        ("session get (async)", "redistate AsyncStore"): 1,
+        ("user merge, 1 process", "redistate users.merge"): 2,  # GET + script, uncontended
+        ("checkpoint save", "redistate checkpoints"): 1,
+        ("checkpoint latest", "redistate checkpoints"): 1,
+        ("lock acquire+release", "redistate store.lock"): 2,
+    }
+    for key, count in promised.items():
+        assert measured[key] == count, (key, measured[key])
+    lost = {r["side"]: r["lost"] for r in result["merges"] if r["procs"] > 1}
+    assert lost["redistate users.merge"] == 0 and lost["WATCH/MULTI loop"] == 0
+    curves = result["curves"]
+    for r in (r for r in curves["history"] if "history" in r):
+        for v in ("save_all", "save_cap", "latest_all", "latest_cap"):
+            assert r[f"{v}_round_trips"] == 1, (v, r["history"])
+    assert all(r["rs_round_trips"] == 1 for r in curves["deltas"])
+    assert all(r["rs_put_round_trips"] == 1 == r["rs_get_round_trips"] for r in curves["processes"])
+    assert result["round_trip_failures"] == []
+    for png in ("history", "restore_deltas", "ids_keys", "throughput_processes"):
+        assert (tmp_path / f"{png}.png").stat().st_size > 0
+    assert "CPU:" in (tmp_path / "machine.txt").read_text(encoding="utf-8")
