@@ -253,13 +253,16 @@ class CheckpointSpec:
         fence: object,
         guard: str,
         memory_ms: int,
+        given: bool = False,
     ) -> tuple[Any, ...]:
-        """ARGV of checkpoint_save."""
+        """ARGV of checkpoint_save (``given``: the caller chose the checkpoint id)."""
         bad_fence = isinstance(fence, bool) or not isinstance(fence, int) or fence < 0
         if fence is not None and bad_fence:
             raise ValueError(f"lease.fence must be an int >= 0, got {fence!r}")
         keep_arg = self.keep if keep is None else check_keep(keep)
-        return (checkpoint_id, blob, keep_arg, ttl_ms, fence or 0, guard, memory_ms)
+        return (
+            checkpoint_id, blob, keep_arg, ttl_ms, fence or 0, guard, memory_ms, int(given)
+        )  # fmt: skip
 
     @staticmethod
     def saved_earlier(

@@ -82,7 +82,8 @@ class Checkpoints:
         fence = getattr(lease, "fence", None) if lease is not None else None
         ttl_ms = self.spec.write_ttl(ttl)
         memory_ms = self._conn.memory_ms
-        args = self.spec.save_args(cid, blob, keep, ttl_ms, fence, guard, memory_ms)
+        given = checkpoint_id is not None
+        args = self.spec.save_args(cid, blob, keep, ttl_ms, fence, guard, memory_ms, given)
         replicas = self._conn.replicas(durability)
         reply = self._conn.script(_SAVE, keys, args, replicas=replicas)
         if reply[0] == 1:

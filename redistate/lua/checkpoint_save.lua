@@ -11,6 +11,8 @@ ARGV[4]  ttl in ms for every key of the task; "0" = no expiry
 ARGV[5]  fence of the lease the write is made under; "0" = none
 ARGV[6]  lease value the write is guarded by, or "" (unguarded)
 ARGV[7]  how long (ms) a checkpoint id is remembered; "0" = not at all
+ARGV[8]  "1": the caller chose the id (look for it in the whole history); "0": the
+         client generated it (unique: only a resend, remembered in KEYS[5], can repeat it)
 returns  {1, entry}: saved, entry is its id-list element;
          {0, entry, blob}: this id is already in the history (a resent save): nothing
          changed, the stored checkpoint is returned;
@@ -18,8 +20,10 @@ returns  {1, entry}: saved, entry is its id-list element;
          (deleted, or trimmed past): nothing changed
 errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock
          (checked after the resend lookup). Both before any write.
-seq is the highest stored seq + 1: strictly increasing per task, under any number of
-concurrent savers (scripts run one at a time). The id scan costs O(keep).
+seq is the newest readable entry's seq + 1: strictly increasing per task, under any
+number of concurrent savers (scripts run one at a time). Entries are pushed in seq
+order, so the newest readable one is the first from the head: a save costs O(1) in the
+history's length, except a caller-chosen id or a resend, which scan it (O(keep)).
 ]]
 local id, keep, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
 local memory_ms = rs_ttl(ARGV[7])
@@ -28,27 +32,42 @@ if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^
     or not memory_ms then
   return redis.error_reply('RSARG malformed arguments to checkpoint_save')
 end
--- A damaged entry is skipped (restore skips its checkpoint too), never fatal: the
--- next saves go on and the trim drops it in time.
-local entries = redis.call('LRANGE', KEYS[2], 0, -1)
-local seq, parent = 0, ''
-for i, entry in ipairs(entries) do
-  local s, eid = string.match(entry, '^(%d+),%d+,%d+,([%w_-]+),[%w_-]*$')
-  if s then
-    if tonumber(s) > seq then seq, parent = tonumber(s), eid end
-    if eid == id then
+local given = ARGV[8]
+if given ~= '0' and given ~= '1' then
+  return redis.error_reply('RSARG malformed arguments to checkpoint_save')
+end
+local remembered = memory_ms > 0 and redis.call('ZSCORE', KEYS[5], id)
+if given == '1' or remembered then
+  local entries = redis.call('LRANGE', KEYS[2], 0, -1)
+  for i, entry in ipairs(entries) do
+    if string.match(entry, '^%d+,%d+,%d+,([%w_-]+),[%w_-]*$') == id then
       rs_resent(KEYS[5], id, 0, memory_ms)
       return {0, entry, redis.call('LINDEX', KEYS[1], i - 1)}
     end
   end
 end
-if memory_ms > 0 and redis.call('ZSCORE', KEYS[5], id) then
+if remembered then
   rs_resent(KEYS[5], id, 0, memory_ms)
   return {2}
 end
 -- After the resend checks: a save made while the lease held is reported as made.
 local lost = rs_guard(KEYS[4], ARGV[6])
 if lost then return lost end
+
+-- A damaged entry is skipped (restore skips its checkpoint too), never fatal: the
+-- next saves go on and the trim drops it in time.
+local seq, parent, at = 0, '', 0
+repeat
+  local batch = redis.call('LRANGE', KEYS[2], at, at + 15)
+  for _, entry in ipairs(batch) do
+    local s, eid = string.match(entry, '^(%d+),%d+,%d+,([%w_-]+),[%w_-]*$')
+    if s then
+      seq, parent = tonumber(s), eid
+      break
+    end
+  end
+  at = at + 16
+until seq > 0 or #batch < 16
 
 local now_us = rs_now_us()
 local entry = string.format('%016.0f,%013.0f,%s,%s,%s',
