@@ -295,6 +295,27 @@ class AsyncConnection:
             reply = await self._recover(exc, lambda: self.client.get(key), started)
             return cast("bytes | None", reply)
 
+    async def gets(self, keys: Sequence[str]) -> list[bytes | None]:
+        """GET each key in one pipeline: one round trip to a server (a cluster client
+        sends one batch per node). Not a transaction, so the keys may live in any slots.
+        A read, so a resend is safe."""
+        if not keys:
+            return []
+        if self._unready:
+            await self._ready()
+        started = time.monotonic()
+        try:
+            return await self._gets(keys)
+        except ERRORS as exc:
+            retry = functools.partial(self._gets, keys)
+            return cast("list[bytes | None]", await self._recover(exc, retry, started))
+
+    async def _gets(self, keys: Sequence[str]) -> list[bytes | None]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.get(key)
+            return list(await pipe.execute())
+
     async def pttl(self, key: str) -> int:
         if self._unready:
             await self._ready()
@@ -335,6 +356,11 @@ class AsyncConnection:
         except ERRORS as exc:
             retry = functools.partial(self._lranges, ranges)
             return cast("list[list[bytes]]", await self._recover(exc, retry, started))
+
+    @property
+    def one_server(self) -> bool:
+        """True unless a cluster: then one MULTI/EXEC may span any keys."""
+        return not isinstance(self.client, RedisCluster)
 
     async def _lranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[list[bytes]]:
         async with self.client.pipeline(transaction=True) as pipe:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..checkpoints import (
@@ -151,6 +152,33 @@ class AsyncCheckpoints:
         if limit == 0:
             return []
         return self.spec.history(task_id, keys[0], await self._read(keys, count, deltas=False))
+
+    async def latest_many(self, task_ids: Iterable[str]) -> dict[str, Checkpoint | None]:
+        """The newest checkpoint of each task (None for a task without one), keyed by
+        task id in the order given: one MULTI/EXEC on a single server, one per task on
+        a cluster (a transaction cannot span slots).
+
+        Raises:
+            InvalidId: a malformed task id (before anything is read).
+            IntegrityError: one of them is damaged.
+            TypeError: ``task_ids`` is a single str.
+        """
+        if isinstance(task_ids, (str, bytes)):
+            raise TypeError(
+                f"task_ids must be an iterable of ids, not one {type(task_ids).__name__}"
+            )
+        wanted = {task: self.spec.task_keys(task) for task in task_ids}
+        found: dict[str, Checkpoint | None] = {}
+        if self._conn.one_server and wanted:
+            ranges = [(k, 0, 0) for keys in wanted.values() for k in (keys[1], keys[0])]
+            lists = await self._conn.lranges(*ranges)
+            replies = [[lists[2 * n], lists[2 * n + 1]] for n in range(len(wanted))]
+        else:
+            replies = [await self._read(keys, 1, deltas=False) for keys in wanted.values()]
+        for (task, keys), reply in zip(wanted.items(), replies, strict=True):
+            history = self.spec.history(task, keys[0], reply)
+            found[task] = history[0] if history else None
+        return found
 
     async def _read(self, keys: tuple[str, str, str], count: int, *, deltas: bool) -> list[Any]:
         """The newest ``count`` entries and blobs (0: all), and the delta log if asked:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from .._backoff import backoff_delay
@@ -68,6 +68,25 @@ class AsyncCollection:
         keys, guard = self.spec.guarded_keys(id, key, lease)
         reply = await self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 1, guard))
         return self.spec.touched(id, key, reply)
+
+    async def get_many(self, ids: Iterable[str]) -> dict[str, Record | None]:
+        """Each record (None where there is none), keyed by id in the order given: one
+        round trip (one per node on a cluster), not one per id.
+
+        Raises:
+            InvalidId: a malformed id (before anything is read).
+            IntegrityError: a key holds something that is not a record.
+            CodecError: a stored payload cannot be decoded.
+            TypeError: ``ids`` is a single str.
+        """
+        if isinstance(ids, (str, bytes)):
+            raise TypeError(f"ids must be an iterable of ids, not one {type(ids).__name__}")
+        wanted = {id: self.spec.key(id) for id in ids}
+        raw = await self._conn.gets(list(wanted.values()))
+        return {
+            id: self.spec.record(id, key, value)
+            for (id, key), value in zip(wanted.items(), raw, strict=True)
+        }
 
     async def put(
         self,

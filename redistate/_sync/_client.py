@@ -296,6 +296,27 @@ class Connection:
             reply = self._recover(exc, lambda: self.client.get(key), started)
             return cast("bytes | None", reply)
 
+    def gets(self, keys: Sequence[str]) -> list[bytes | None]:
+        """GET each key in one pipeline: one round trip to a server (a cluster client
+        sends one batch per node). Not a transaction, so the keys may live in any slots.
+        A read, so a resend is safe."""
+        if not keys:
+            return []
+        if self._unready:
+            self._ready()
+        started = time.monotonic()
+        try:
+            return self._gets(keys)
+        except ERRORS as exc:
+            retry = functools.partial(self._gets, keys)
+            return cast("list[bytes | None]", self._recover(exc, retry, started))
+
+    def _gets(self, keys: Sequence[str]) -> list[bytes | None]:
+        with self.client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.get(key)
+            return list(pipe.execute())
+
     def pttl(self, key: str) -> int:
         if self._unready:
             self._ready()
@@ -336,6 +357,11 @@ class Connection:
         except ERRORS as exc:
             retry = functools.partial(self._lranges, ranges)
             return cast("list[list[bytes]]", self._recover(exc, retry, started))
+
+    @property
+    def one_server(self) -> bool:
+        """True unless a cluster: then one MULTI/EXEC may span any keys."""
+        return not isinstance(self.client, RedisCluster)
 
     def _lranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[list[bytes]]:
         with self.client.pipeline(transaction=True) as pipe:

@@ -492,3 +492,33 @@ async def test_a_resent_save_changes_nothing(store: AsyncStore, backend: Backend
     assert again.seq == 1
     assert [raw.lrange(k, 0, -1) for k in store.keys.task_keys("t")] == before
     assert raw.pttl(store.keys.task("t")) <= 60_000  # the resend did not touch the TTL
+
+
+async def test_latest_many_reads_each_task_in_the_order_asked(store: AsyncStore) -> None:
+    await store.checkpoints.save("t1", {"n": 1})
+    second = await store.checkpoints.save("t1", {"n": 2})
+    other = await store.checkpoints.save("t{2}", {"m": 1})
+    await store.checkpoints.log("only-log", {"x": 1})
+    found = await store.checkpoints.latest_many(["t{2}", "none", "t1", "only-log"])
+    assert found == {"t{2}": other, "none": None, "t1": second, "only-log": None}
+    assert list(found) == ["t{2}", "none", "t1", "only-log"]
+    assert await store.checkpoints.latest_many([]) == {}
+    with pytest.raises(InvalidId):
+        await store.checkpoints.latest_many(["t1", "x" * 600])
+    with pytest.raises(TypeError, match="not one str"):
+        await store.checkpoints.latest_many("t1")
+
+
+async def test_latest_many_is_one_round_trip_on_a_server(
+    server_store: AsyncStore, server_backend: Backend
+) -> None:
+    tasks = [f"t{n}" for n in range(10)]
+    for task in tasks:
+        await server_store.checkpoints.save(task, {"task": task})
+    await server_store.checkpoints.latest_many(tasks)  # warm
+    raw = server_backend.raw()
+    before = int(raw.info("stats")["total_reads_processed"])
+    found = await server_store.checkpoints.latest_many(tasks)
+    after = int(raw.info("stats")["total_reads_processed"])
+    assert [c.state["task"] for c in found.values() if c is not None] == tasks
+    assert after - before - 1 == 1  # the second INFO is a read too

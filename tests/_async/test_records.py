@@ -785,3 +785,34 @@ async def test_python_and_lua_accept_the_same_headers(
     await accepted("lua put", lambda: store.users.put("u", {"new": 1}))
     await accepted("lua delete", conditional_delete)
     assert set(outcomes.values()) == {raw in VALID_HEADERS}, outcomes
+
+
+async def test_get_many_reads_each_record_in_the_order_asked(store: AsyncStore) -> None:
+    await store.sessions.put("a", {"n": 1}, ttl=600)
+    await store.sessions.put("b{x}", {"n": 2})  # another hash slot on a cluster
+    found = await store.sessions.get_many(["b{x}", "missing", "a"])
+    assert list(found) == ["b{x}", "missing", "a"]
+    assert found["a"] == await store.sessions.get("a")
+    assert found["b{x}"] == await store.sessions.get("b{x}")
+    assert found["missing"] is None
+    assert await store.sessions.get_many([]) == {}
+    assert list(await store.users.get_many(iter(["u"]))) == ["u"]  # any iterable
+    with pytest.raises(InvalidId):
+        await store.sessions.get_many(["a", ""])
+    with pytest.raises(TypeError, match="not one str"):
+        await store.sessions.get_many("ab")
+
+
+async def test_get_many_is_one_round_trip(
+    server_store: AsyncStore, server_backend: Backend
+) -> None:
+    ids = [f"s{n}" for n in range(20)]
+    for sid in ids:
+        await server_store.sessions.put(sid, {"sid": sid})
+    await server_store.sessions.get_many(ids)  # the pipeline's connection is warm
+    raw = server_backend.raw()
+    before = int(raw.info("stats")["total_reads_processed"])
+    found = await server_store.sessions.get_many(ids)
+    after = int(raw.info("stats")["total_reads_processed"])
+    assert [r.data["sid"] for r in found.values() if r is not None] == ids
+    assert after - before - 1 == 1  # the second INFO is a read too

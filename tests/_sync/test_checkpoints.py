@@ -493,3 +493,33 @@ def test_a_resent_save_changes_nothing(store: Store, backend: Backend) -> None:
     assert again.seq == 1
     assert [raw.lrange(k, 0, -1) for k in store.keys.task_keys("t")] == before
     assert raw.pttl(store.keys.task("t")) <= 60_000  # the resend did not touch the TTL
+
+
+def test_latest_many_reads_each_task_in_the_order_asked(store: Store) -> None:
+    store.checkpoints.save("t1", {"n": 1})
+    second = store.checkpoints.save("t1", {"n": 2})
+    other = store.checkpoints.save("t{2}", {"m": 1})
+    store.checkpoints.log("only-log", {"x": 1})
+    found = store.checkpoints.latest_many(["t{2}", "none", "t1", "only-log"])
+    assert found == {"t{2}": other, "none": None, "t1": second, "only-log": None}
+    assert list(found) == ["t{2}", "none", "t1", "only-log"]
+    assert store.checkpoints.latest_many([]) == {}
+    with pytest.raises(InvalidId):
+        store.checkpoints.latest_many(["t1", "x" * 600])
+    with pytest.raises(TypeError, match="not one str"):
+        store.checkpoints.latest_many("t1")
+
+
+def test_latest_many_is_one_round_trip_on_a_server(
+    server_store: Store, server_backend: Backend
+) -> None:
+    tasks = [f"t{n}" for n in range(10)]
+    for task in tasks:
+        server_store.checkpoints.save(task, {"task": task})
+    server_store.checkpoints.latest_many(tasks)  # warm
+    raw = server_backend.raw()
+    before = int(raw.info("stats")["total_reads_processed"])
+    found = server_store.checkpoints.latest_many(tasks)
+    after = int(raw.info("stats")["total_reads_processed"])
+    assert [c.state["task"] for c in found.values() if c is not None] == tasks
+    assert after - before - 1 == 1  # the second INFO is a read too

@@ -786,3 +786,34 @@ def test_python_and_lua_accept_the_same_headers(
     accepted("lua put", lambda: store.users.put("u", {"new": 1}))
     accepted("lua delete", conditional_delete)
     assert set(outcomes.values()) == {raw in VALID_HEADERS}, outcomes
+
+
+def test_get_many_reads_each_record_in_the_order_asked(store: Store) -> None:
+    store.sessions.put("a", {"n": 1}, ttl=600)
+    store.sessions.put("b{x}", {"n": 2})  # another hash slot on a cluster
+    found = store.sessions.get_many(["b{x}", "missing", "a"])
+    assert list(found) == ["b{x}", "missing", "a"]
+    assert found["a"] == store.sessions.get("a")
+    assert found["b{x}"] == store.sessions.get("b{x}")
+    assert found["missing"] is None
+    assert store.sessions.get_many([]) == {}
+    assert list(store.users.get_many(iter(["u"]))) == ["u"]  # any iterable
+    with pytest.raises(InvalidId):
+        store.sessions.get_many(["a", ""])
+    with pytest.raises(TypeError, match="not one str"):
+        store.sessions.get_many("ab")
+
+
+def test_get_many_is_one_round_trip(
+    server_store: Store, server_backend: Backend
+) -> None:
+    ids = [f"s{n}" for n in range(20)]
+    for sid in ids:
+        server_store.sessions.put(sid, {"sid": sid})
+    server_store.sessions.get_many(ids)  # the pipeline's connection is warm
+    raw = server_backend.raw()
+    before = int(raw.info("stats")["total_reads_processed"])
+    found = server_store.sessions.get_many(ids)
+    after = int(raw.info("stats")["total_reads_processed"])
+    assert [r.data["sid"] for r in found.values() if r is not None] == ids
+    assert after - before - 1 == 1  # the second INFO is a read too
