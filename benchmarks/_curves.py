@@ -25,9 +25,8 @@ import _measure
 import _peers
 import harness
 import redis
-from _measure import Block, sync_block
 from _procs import Pool
-from harness import Column, Row, Side
+from harness import Block, Column, Row, Side, sync_block
 from records import value_1k
 
 from redistate import Store
@@ -77,7 +76,7 @@ def measure(env: Env, blocks: dict[str, Block]) -> dict[str, Side]:
     a = env.args
     rounds, target = (2, 0.05) if a.quick else (6, 0.3)
     calls = adaptive(blocks, target, max(2, a.n // a.rounds))
-    return _measure.abba(blocks, env.stats, rounds=rounds, block=calls, warmup=0)
+    return harness.abba(blocks, env.stats, rounds=rounds, block=calls, warmup=0)
 
 
 # --- save / latest vs history ---------------------------------------------------------

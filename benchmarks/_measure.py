@@ -1,16 +1,14 @@
-"""Timing for run.py: ABBA blocks of sync or async calls, round trips, MONITOR samples.
+"""Timing helpers for run.py: block runners for coroutines, round trips explained,
+MONITOR samples of the commands an operation sends.
 
-A *block runner* makes ``n`` calls of one variant and returns the nanoseconds of each
-call and of the whole block, so sync functions and coroutines (run on one event loop)
-are timed the same way. Round trips are the server's ``total_reads_processed`` deltas
-(see ``ROUND_TRIPS``); the commands an operation sends are sampled with MONITOR apart
-from the timed blocks, because MONITOR slows the server down while it is open.
+ABBA blocks and sync block runners are :mod:`harness`'s (every benchmark uses them).
+A coroutine's block runs in one event-loop turn. MONITOR is sampled apart from the
+timed blocks, because it slows the server down while it is open.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import statistics
 import sys
 import time
@@ -18,14 +16,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis
-from harness import Side, counters
+from harness import Block, Side, Timed
 
 from tests.roundtrips import RoundTrips
 
 STARTED = time.monotonic()
-
-Timed = tuple[list[int], int]  # (ns per call, ns for the whole block)
-Block = Callable[[int], Timed]
 
 ROUND_TRIPS = (
     "round trips (rt/op) are read from the server: the delta of INFO total_reads_processed "
@@ -46,21 +41,6 @@ def progress(what: str) -> None:
     print(f"  {what} ({time.monotonic() - STARTED:.1f} s)", file=sys.stderr, flush=True)
 
 
-def sync_block(fn: Callable[[], object]) -> Block:
-    """A block runner for a plain function."""
-
-    def run(n: int) -> Timed:
-        clock, out = time.perf_counter_ns, []
-        start = clock()
-        for _ in range(n):
-            t0 = clock()
-            fn()
-            out.append(clock() - t0)
-        return out, clock() - start
-
-    return run
-
-
 def async_block(loop: asyncio.AbstractEventLoop, fn: Callable[[], Awaitable[object]]) -> Block:
     """A block runner for a coroutine function: the whole block runs in one loop turn."""
 
@@ -77,44 +57,6 @@ def async_block(loop: asyncio.AbstractEventLoop, fn: Callable[[], Awaitable[obje
         return loop.run_until_complete(many(n))
 
     return run
-
-
-def abba(
-    blocks: dict[str, Block],
-    stats: redis.Redis,
-    *,
-    rounds: int,
-    block: int | dict[str, int],
-    warmup: int,
-) -> dict[str, Side]:
-    """Each variant ``warmup`` calls untimed, then ``rounds`` timed blocks, in ABBA order.
-
-    ``block`` may differ per variant (curves whose points cost very different times).
-    The server's counters are read around each block, outside the timed calls.
-    """
-    sizes = block if isinstance(block, dict) else dict.fromkeys(blocks, block)
-    for run in blocks.values():  # connections, script cache, branch caches
-        if warmup:
-            run(warmup)
-    sides = {name: Side() for name in blocks}
-    gc.disable()  # no collector pauses inside a block; each block starts collected
-    try:
-        for i in range(rounds):
-            for name in list(blocks) if i % 2 == 0 else list(blocks)[::-1]:
-                side = sides[name]
-                gc.collect()
-                reads0, cmds0 = counters(stats)
-                out, elapsed = blocks[name](sizes[name])
-                reads1, cmds1 = counters(stats)
-                side.elapsed_ns += elapsed
-                side.reads += reads1 - reads0 - 1  # the second INFO is one read too
-                side.commands += cmds1 - cmds0
-                side.samples += out
-                side.block_p50.append(statistics.median(out))
-                side.block_mean.append(statistics.fmean(out))
-    finally:
-        gc.enable()
-    return sides
 
 
 def throughput_ratio(a: Side, b: Side) -> float:

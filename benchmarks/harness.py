@@ -82,33 +82,53 @@ def counters(stats: redis.Redis) -> tuple[int, int]:
     return int(info["total_reads_processed"]), int(calls)
 
 
-def measure(
-    fns: dict[str, Fn], stats: redis.Redis, *, rounds: int, block: int, warmup: int
-) -> dict[str, Side]:
-    """Each variant ``warmup`` times untimed, then in ``rounds`` blocks of ``block`` calls.
+Timed = tuple[list[int], int]  # (ns per call, ns for the whole block)
+Block = Callable[[int], Timed]
 
-    Blocks alternate in ABBA order so drift (CPU frequency, other load) hits every variant
-    alike; the server's counters are read around each block, outside the timed calls.
-    """
-    for fn in fns.values():  # warm-up: connections, script cache, branch caches
-        for _ in range(warmup):
+
+def sync_block(fn: Callable[[], object]) -> Block:
+    """A block runner for a plain function."""
+
+    def run(n: int) -> Timed:
+        clock, out = time.perf_counter_ns, []
+        start = clock()
+        for _ in range(n):
+            t0 = clock()
             fn()
-    sides = {name: Side() for name in fns}
-    clock = time.perf_counter_ns
+            out.append(clock() - t0)
+        return out, clock() - start
+
+    return run
+
+
+def abba(
+    blocks: dict[str, Block],
+    stats: redis.Redis,
+    *,
+    rounds: int,
+    block: int | dict[str, int],
+    warmup: int,
+) -> dict[str, Side]:
+    """Each variant ``warmup`` calls untimed, then ``rounds`` timed blocks, in ABBA order.
+
+    ``block`` may differ per variant (curves whose points cost very different times).
+    The server's counters are read around each block, outside the timed calls.
+    """
+    sizes = block if isinstance(block, dict) else dict.fromkeys(blocks, block)
+    for run in blocks.values():  # connections, script cache, branch caches
+        if warmup:
+            run(warmup)
+    sides = {name: Side() for name in blocks}
     gc.disable()  # no collector pauses inside a block; each block starts collected
     try:
         for i in range(rounds):
-            for name in list(fns) if i % 2 == 0 else list(fns)[::-1]:
-                fn, side, out = fns[name], sides[name], []
+            for name in list(blocks) if i % 2 == 0 else list(blocks)[::-1]:
+                side = sides[name]
                 gc.collect()
                 reads0, cmds0 = counters(stats)
-                start = clock()
-                for _ in range(block):
-                    t0 = clock()
-                    fn()
-                    out.append(clock() - t0)
-                side.elapsed_ns += clock() - start
+                out, elapsed = blocks[name](sizes[name])
                 reads1, cmds1 = counters(stats)
+                side.elapsed_ns += elapsed
                 side.reads += reads1 - reads0 - 1  # the second INFO is one read too
                 side.commands += cmds1 - cmds0
                 side.samples += out
@@ -117,6 +137,14 @@ def measure(
     finally:
         gc.enable()
     return sides
+
+
+def measure(
+    fns: dict[str, Fn], stats: redis.Redis, *, rounds: int, block: int, warmup: int
+) -> dict[str, Side]:
+    """:func:`abba` over plain functions."""
+    runners = {name: sync_block(fn) for name, fn in fns.items()}
+    return abba(runners, stats, rounds=rounds, block=block, warmup=warmup)
 
 
 def machine(raw: redis.Redis) -> dict[str, Any]:

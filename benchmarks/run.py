@@ -51,9 +51,9 @@ import locks
 import orjson
 import redis
 import redis.asyncio as aredis
-from _measure import Block, async_block, sync_block
+from _measure import async_block
 from _procs import Outcome, Pool
-from harness import Column, Row
+from harness import Block, Column, Row, sync_block
 from records import value_1k
 
 from redistate import AsyncStore, Store
@@ -109,7 +109,7 @@ def compare(env: Env, op: str, variants: list[tuple[str, Block]]) -> list[Row]:
     """Time ``variants`` (redistate first) in ABBA blocks; one row per variant."""
     a = env.args
     blocks = dict(variants)
-    sides = _measure.abba(
+    sides = harness.abba(
         blocks, env.stats, rounds=a.rounds, block=max(1, a.n // a.rounds), warmup=a.warmup
     )
     rs_label = variants[0][0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-__all__ = ["RoundTrips"]
+__all__ = ["RoundTrips", "server_reads"]
 
 
 class RoundTrips:
@@ -49,3 +49,9 @@ class RoundTrips:
         if self._monitor is not None:
             self._monitor.__exit__(None, None, None)
         self._client.close()
+
+
+def server_reads(client: Any) -> int:
+    """The server's count of requests read so far (``INFO stats total_reads_processed``):
+    around a call, the difference minus 1 (the second INFO) is the call's round trips."""
+    return int(client.info("stats")["total_reads_processed"])
