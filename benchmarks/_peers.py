@@ -64,6 +64,11 @@ class RawSession:
         blob = cast("bytes | None", self.client.get(self.key(sid)))
         return None if blob is None else orjson.loads(blob)
 
+    def get_many(self, sids: list[str]) -> list[Any]:
+        """One MGET (one server; a cluster would need one per slot)."""
+        blobs = cast("list[bytes | None]", self.client.mget([self.key(s) for s in sids]))
+        return [None if b is None else orjson.loads(b) for b in blobs]
+
 
 class AgentsSessions:
     """OpenAI Agents SDK ``RedisSession`` objects sharing one asyncio client (as an app
@@ -115,6 +120,13 @@ class RawCheckpoints:
     def latest(self, task: str) -> Any:
         blob = cast("bytes | None", self.client.lindex(self.key(task), 0))
         return None if blob is None else orjson.loads(blob)
+
+    def latest_many(self, tasks: list[str]) -> list[Any]:
+        """One pipeline of LINDEX 0 per task."""
+        pipe = self.client.pipeline(transaction=False)
+        for task in tasks:
+            pipe.lindex(self.key(task), 0)
+        return [None if b is None else orjson.loads(b) for b in pipe.execute()]
 
     def log_key(self, task: str) -> str:
         return f"{self.prefix}:raw-task:{{{task}}}:log"

@@ -2,6 +2,9 @@
 
 ``R1,<version:16>,<expires_ms:13>,<updated_ms:13>,<schema>,<write_id>\\n<payload>``
 
+A record that merges appended patches to starts with ``M1`` instead, and its payload is
+frames (``redistate.mergelog``): the base, then the patches, folded by the reader.
+
 The client frames a value with zeroed version/expiry/updated fields; the write script
 fills them in place (SETRANGE), so the payload never passes through Lua. Fixed widths
 let scripts read and patch the header without touching the payload. Parsed here and in
@@ -22,7 +25,9 @@ __all__ = ["Envelope", "frame", "tail", "unpack"]
 # "no record", so a stored 0 would make if_version=0 overwrite it).
 MAX_VERSION: Final = 2**53 - 1
 _UNWRITTEN: Final = b"R1,0000000000000000,0000000000000,0000000000000,"
-_HEADER: Final = re.compile(rb"R1,(\d{16}),(\d{13}),(\d{13}),(\d{1,9}),([A-Za-z0-9_-]{1,32})\n")
+_HEADER: Final = re.compile(
+    rb"([RM])1,(\d{16}),(\d{13}),(\d{13}),(\d{1,9}),([A-Za-z0-9_-]{1,32})\n"
+)
 
 
 class Envelope(NamedTuple):
@@ -32,6 +37,8 @@ class Envelope(NamedTuple):
     schema: int
     write_id: str
     payload: bytes
+    log: bool = False
+    """True for "M1": ``payload`` is frames (a base and merge patches), not one value."""
 
 
 def tail(schema: int, write_id: str) -> bytes:
@@ -52,9 +59,10 @@ def unpack(key: str, raw: bytes) -> Envelope:
     """
     match = _HEADER.match(raw)
     if match is None:
-        what = "a malformed record header" if raw.startswith(b"R1,") else "no record header"
+        known = raw.startswith((b"R1,", b"M1,"))
+        what = "a malformed record header" if known else "no record header"
         raise IntegrityError(f"value at {key!r} is not a redistate record: {what}")
-    version, expires_ms, updated_ms, schema, write_id = match.groups()
+    kind, version, expires_ms, updated_ms, schema, write_id = match.groups()
     if not 0 < int(version) <= MAX_VERSION:
         raise IntegrityError(
             f"value at {key!r} is not a redistate record: version {int(version)} is outside "
@@ -67,4 +75,5 @@ def unpack(key: str, raw: bytes) -> Envelope:
         int(schema),
         write_id.decode("ascii"),
         raw[match.end() :],
+        kind == b"M",
     )

@@ -10,17 +10,20 @@ import itertools
 import math
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ._ttl import MAX_TTL_SECONDS, check_ttl
 from .codec import Codec
-from .envelope import frame, tail, unpack
+from .envelope import Envelope, frame, tail, unpack
 from .errors import ConflictError, StateTooLarge
 from .keys import KeySpace
 from .leases import guard_args
+from .mergelog import fold, frames, should_compact
+from .mergelog import frame as patch_frame
 
-__all__ = ["DEFAULT", "MAX_TTL_SECONDS", "Default", "Record", "RecordSpec", "check_ttl"]
+__all__ = ["DEFAULT", "MAX_TTL_SECONDS", "Default", "Merged", "Record", "RecordSpec", "check_ttl"]
 
 
 class Default:
@@ -74,6 +77,14 @@ class _WriteIds:
 
 new_write_id: Final = _WriteIds()
 """A write id ([A-Za-z0-9_-], at most 32 chars), so a resent write is recognised."""
+
+
+class Merged(NamedTuple):
+    """A record_merge reply made sense of: the record after the merge, and the arguments
+    of record_compact when this merge should fold the patches back (else None)."""
+
+    record: Record
+    compact: tuple[bytes, int, Any] | None  # folded value's tail, its length, the state
 
 
 def check_version(version: object, *, allow_zero: bool = True) -> int:
@@ -232,21 +243,77 @@ class RecordSpec:
         # write reports the record's current expiry).
         return Record(entity_id, data, version, _expiry(expires_ms))
 
+    def merge_args(
+        self,
+        key: str,
+        payload: bytes,
+        ttl_ms: int,
+        write_id: str,
+        *,
+        keep: bool,
+        lease: str = "",
+        memory_ms: int = 0,
+    ) -> tuple[Any, ...]:
+        """ARGV of record_merge for an encoded patch (see :meth:`encode`)."""
+        write = tail(self.schema, write_id)
+        keep_arg = 1 if keep else 0
+        return (patch_frame(payload), ttl_ms, keep_arg, write, lease, memory_ms, self.max_bytes)
+
+    def merged(self, entity_id: str, key: str, reply: Any, payload: bytes) -> Merged | None:
+        """A record_merge reply as the record after the merge; None when the patch did
+        not fit in ``max_bytes`` as a frame (nothing written: merge by compare-and-set).
+        A recognised resend reports the record as it is now."""
+        if type(reply) is bytes:
+            env = unpack(key, reply)
+            parts = frames(key, env.payload)
+            data = fold(parts, self._decoder(key))
+            record = Record(entity_id, data, env.version, _expiry(env.expires_ms))
+            due = should_compact(len(parts) - 1)
+            compact = (tail(env.schema, env.write_id), len(reply), data) if due else None
+            return Merged(record, compact)
+        if int(reply[0]) == 4:
+            return None
+        current = reply[2] if len(reply) > 2 else None
+        if current is not None:
+            env = unpack(key, current)
+            now = Record(entity_id, self._data(key, env), env.version, _expiry(env.expires_ms))
+            return Merged(now, None)
+        # Applied, then deleted: what the merge made of an empty record.
+        data = fold([b"", payload], self._decoder(key))
+        return Merged(Record(entity_id, data, int(reply[1]), None), None)
+
+    def compact_args(self, key: str, compact: tuple[bytes, int, Any], write_id: str) -> Any:
+        """ARGV of record_compact, or None when the folded state is over ``max_bytes``
+        (the next merge then folds by compare-and-set, which reports it)."""
+        folded_tail, length, data = compact
+        try:
+            payload = self.encode(key, data)
+        except StateTooLarge:
+            return None
+        return (folded_tail, length, payload, tail(self.schema, write_id))
+
+    def _decoder(self, key: str) -> Callable[[bytes], Any]:
+        context = key.encode("utf-8")
+        return lambda raw: self.codec.decode(raw, context)
+
+    def _data(self, key: str, env: Envelope) -> Any:
+        if env.log:
+            return fold(frames(key, env.payload), self._decoder(key))
+        return self.codec.decode(env.payload, key.encode("utf-8"))
+
     def record(self, entity_id: str, key: str, raw: bytes | None) -> Record | None:
         """Decode a stored value (GET reply) into a Record."""
         if raw is None:
             return None
         env = unpack(key, raw)
-        data = self.codec.decode(env.payload, key.encode("utf-8"))
-        return Record(entity_id, data, env.version, _expiry(env.expires_ms))
+        return Record(entity_id, self._data(key, env), env.version, _expiry(env.expires_ms))
 
     def touched(self, entity_id: str, key: str, reply: Any) -> Record | None:
         """A record_touch reply (with value) into a Record carrying the new expiry."""
         if reply is None:
             return None
         env = unpack(key, reply[1])
-        data = self.codec.decode(env.payload, key.encode("utf-8"))
-        return Record(entity_id, data, env.version, _expiry(int(reply[0])))
+        return Record(entity_id, self._data(key, env), env.version, _expiry(int(reply[0])))
 
     def deleted(self, key: str, expected: int | None, reply: Any) -> bool:
         status, version = int(reply[0]), int(reply[1])

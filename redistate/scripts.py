@@ -21,6 +21,8 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "record_put": ("_envelope",),
     "record_touch": ("_envelope",),
     "record_delete": ("_envelope",),
+    "record_merge": ("_envelope",),
+    "record_compact": ("_envelope",),
     "checkpoint_save": ("_envelope",),
     "checkpoint_log": ("_envelope",),
     "checkpoint_find": (),
@@ -64,6 +66,8 @@ def wrote(name: str, reply: Any) -> bool:
     wait for). Recognised resends count as writes: they note themselves again."""
     if name in ("record_put", "record_delete"):
         return type(reply) is bytes or int(reply[0]) != 0
+    if name == "record_merge":
+        return type(reply) is bytes or int(reply[0]) == 3
     if name == "checkpoint_delete":
         return int(reply) != 0
     return True

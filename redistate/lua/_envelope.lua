@@ -1,6 +1,8 @@
 --[[ _envelope: helpers prepended to every record script (a library, not a script).
 A record is one string value:
   "R1,<version:16 digits>,<expires_ms:13>,<updated_ms:13>,<schema:1-9 digits>,<write_id:1-32 [A-Za-z0-9_-]>\n<payload>"
+or, after merges appended patches to it (record_merge), the same header with "M1" and
+the payload as frames "<length>:<bytes>": the base, then each patch (redistate/mergelog.py).
 The header is at most 91 bytes.
 The first three fields have fixed widths so scripts read them with GETRANGE and patch
 them in place with SETRANGE: scripts never parse, concatenate or re-encode the payload
@@ -21,20 +23,22 @@ local function rs_tail_ok(tail)
   return comma <= 10 and #tail - comma - 1 <= 32
 end
 
--- Parse a stored header: version, expires_ms, updated_ms and its tail (what identifies
--- one write), or nil. One cheap pattern, then length checks: this runs on every write.
+-- Parse a stored header: version, expires_ms, updated_ms, its tail (what identifies
+-- one write) and whether patches follow ("M1"), or nil. One cheap pattern, then length
+-- checks: this runs on every write.
 local function rs_parse(head)
-  local ver, exp, upd, tail = string.match(head, '^R1,(%d+),(%d+),(%d+),(%d+,[%w_-]+\n)')
+  local kind, ver, exp, upd, tail =
+    string.match(head, '^([RM])1,(%d+),(%d+),(%d+),(%d+,[%w_-]+\n)')
   if not ver or #ver ~= 16 or #exp ~= 13 or #upd ~= 13 or not rs_tail_ok(tail) then
     return nil
   end
   local version = tonumber(ver)
   -- Zero is never stored; 2^53 and beyond would be rounded by Lua's doubles.
   if version == 0 or version > RS_MAX_VERSION then return nil end
-  return version, tonumber(exp), tonumber(upd), tail
+  return version, tonumber(exp), tonumber(upd), tail, kind == 'M'
 end
 
--- Header fields of the record at key (multiple returns, no table).
+-- Header fields of the record at key and whether it holds patches (multiple returns).
 -- nil if absent; false if the key holds something that is not a record (WRONGTYPE is
 -- raised by GETRANGE itself).
 local function rs_head(key)
@@ -43,9 +47,9 @@ local function rs_head(key)
     if redis.call('EXISTS', key) == 1 then return false end
     return nil
   end
-  local ver, exp, upd, tail = rs_parse(head)
+  local ver, exp, upd, tail, log = rs_parse(head)
   if not ver then return false end
-  return ver, exp, upd, tail
+  return ver, exp, upd, tail, log
 end
 
 local function rs_foreign(key)

@@ -102,6 +102,36 @@ async def test_a_lost_merge_reply_is_not_merged_twice(store: AsyncStore, other: 
     assert got is not None and got.data == {"items": ["mine", "other"]}
 
 
+async def test_a_merge_resent_after_another_merge_is_not_applied_again(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    await store.users.put("u", {"x": 0})
+
+    async def merge_elsewhere() -> None:
+        await other.users.merge("u", {"x": 2})
+
+    lost = LostReplies(store.client, "EVALSHA", merge_elsewhere).arm()
+    rec = await store.users.merge("u", {"x": 1, "mine": True})
+    assert lost.lost == 1 and store._conn.recovered == 1
+    got = await store.users.get("u")
+    # Ours was applied first; re-applied, its x would overwrite the later merge's.
+    assert got is not None and got.data == {"x": 2, "mine": True}
+    assert rec.data == got.data and rec.version == got.version  # the record as it is now
+
+
+async def test_a_put_resent_after_a_merge_patched_its_record_is_not_applied_again(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    async def merge_elsewhere() -> None:
+        await other.users.merge("u", {"by": "merge"})  # turns the plain record into M1
+
+    LostReplies(store.client, "EVALSHA", merge_elsewhere).arm()
+    rec = await store.users.put("u", {"by": "put", "n": 1})
+    got = await store.users.get("u")
+    assert got is not None and got.data == {"by": "merge", "n": 1}
+    assert rec.version < got.version  # the put reports its own, earlier version
+
+
 async def test_a_put_resent_after_a_delete_does_not_bring_it_back(
     store: AsyncStore, other: AsyncStore
 ) -> None:

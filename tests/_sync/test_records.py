@@ -716,7 +716,7 @@ def test_one_round_trip_per_operation(
     assert {k: len(v) for k, v in ops.items()} == dict.fromkeys(ops, 1), ops
 
 
-def test_merge_and_update_take_two_round_trips(
+def test_merge_takes_one_round_trip_and_update_two(
     server_store: Store, roundtrips: RoundTrips
 ) -> None:
     s = server_store
@@ -727,8 +727,28 @@ def test_merge_and_update_take_two_round_trips(
     roundtrips.start()
     s.users.update("u", lambda d: {**d, "c": 3})
     update = roundtrips.stop()
-    assert [c[0].upper() for c in merge] == ["GET", "EVALSHA"], merge
+    assert [c[0].upper() for c in merge] == ["EVALSHA"], merge
     assert [c[0].upper() for c in update] == ["GET", "EVALSHA"], update
+
+
+def test_the_sixteenth_merge_in_a_row_also_compacts(
+    server_store: Store, roundtrips: RoundTrips
+) -> None:
+    s = server_store
+    for i in range(16):  # the server loads record_compact on its first use: not counted
+        s.users.merge("warm", {"i": i})
+    s.users.put("u", {"a": 1})
+    sent = []
+    for i in range(1, 33):
+        roundtrips.start()
+        s.users.merge("u", {f"k{i}": i})
+        sent.append(len(roundtrips.stop()))
+    due = {16, 32}  # a compaction with nothing appended since starts the count again
+    assert sent == [2 if i in due else 1 for i in range(1, 33)]
+    raw = s._conn.client.get(s.keys.record("user", "u"))
+    assert isinstance(raw, bytes) and raw.startswith(b"R1,")  # folded back, nothing appended since
+    rec = s.users.get("u")
+    assert rec is not None and rec.data == {"a": 1, **{f"k{i}": i for i in range(1, 33)}}
 
 
 VALID_HEADERS = [

@@ -103,6 +103,36 @@ def test_a_lost_merge_reply_is_not_merged_twice(store: Store, other: Store) -> N
     assert got is not None and got.data == {"items": ["mine", "other"]}
 
 
+def test_a_merge_resent_after_another_merge_is_not_applied_again(
+    store: Store, other: Store
+) -> None:
+    store.users.put("u", {"x": 0})
+
+    def merge_elsewhere() -> None:
+        other.users.merge("u", {"x": 2})
+
+    lost = LostReplies(store.client, "EVALSHA", merge_elsewhere).arm()
+    rec = store.users.merge("u", {"x": 1, "mine": True})
+    assert lost.lost == 1 and store._conn.recovered == 1
+    got = store.users.get("u")
+    # Ours was applied first; re-applied, its x would overwrite the later merge's.
+    assert got is not None and got.data == {"x": 2, "mine": True}
+    assert rec.data == got.data and rec.version == got.version  # the record as it is now
+
+
+def test_a_put_resent_after_a_merge_patched_its_record_is_not_applied_again(
+    store: Store, other: Store
+) -> None:
+    def merge_elsewhere() -> None:
+        other.users.merge("u", {"by": "merge"})  # turns the plain record into M1
+
+    LostReplies(store.client, "EVALSHA", merge_elsewhere).arm()
+    rec = store.users.put("u", {"by": "put", "n": 1})
+    got = store.users.get("u")
+    assert got is not None and got.data == {"by": "merge", "n": 1}
+    assert rec.version < got.version  # the put reports its own, earlier version
+
+
 def test_a_put_resent_after_a_delete_does_not_bring_it_back(
     store: Store, other: Store
 ) -> None:
