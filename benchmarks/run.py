@@ -46,6 +46,7 @@ from typing import Any, TextIO, cast
 import _apart
 import _curves
 import _measure
+import _memory
 import _peers
 import harness
 import locks
@@ -502,6 +503,23 @@ def report_apart(rows: list[Row]) -> None:
     print("  'by hand': EVALSHA of record_put with its arguments built in the loop, no store code.")
 
 
+MEMORY_COLS: list[Column] = [
+    ("payload B", "payload", ",d"),
+    ("redistate B", "rs_bytes", ",d"),
+    ("raw SET PX B", "raw_bytes", ",d"),
+    ("redistate - raw", "extra", "+,d"),
+    ("redistate - payload", "over_payload", ",d"),
+    ("redistate STRLEN", "rs_len", ",d"),
+]
+
+
+def report_memory(rows: list[Row]) -> None:
+    title = "1f. Redis memory per session (MEMORY USAGE) by payload size, TTL 1 h"
+    harness.print_table(MEMORY_COLS, rows, title)
+    print("redistate - raw: what the envelope costs in memory; the rest over the payload is")
+    print("  Redis's per-key overhead and the allocator's size class, the same for raw SET PX.")
+
+
 def report_part1(sess: list[Row], merge: list[Row], cps: list[Row], lock: list[Row]) -> None:
     title = "1a. sessions: 1 KB JSON value, TTL 1 h (sync vs raw redis-py; async vs RedisSession)"
     harness.print_table(COMPARE_COLS, shown(sess), title)
@@ -720,6 +738,7 @@ def bench(env: Env, server_note: str) -> int:
     _measure.progress("server up, peers imported")
     sess = sessions(env)
     apart = put_apart(env)
+    memory = _memory.per_session(env.store, env.raw, env.namespace, TTL_S)
     cps = checkpoints(env)
     lock = lock_pairs(env)
     pool = Pool(env.url, env.namespace, max(MERGE_PROCS, *args.procs))
@@ -728,6 +747,7 @@ def bench(env: Env, server_note: str) -> int:
         merge = merges(env, pool)
         report_part1(sess, merge, cps, lock)
         report_apart(apart)
+        report_memory(memory)
         curves = _curves.run_all(env, pool)
     finally:
         pool.close()
@@ -742,6 +762,7 @@ def bench(env: Env, server_note: str) -> int:
         "settings": {k: v for k, v in vars(args).items() if k != "out_dir"},
         "sessions": sess,
         "put_apart": apart,
+        "memory": memory,
         "merges": merge,
         "checkpoints": cps,
         "locks": lock,

@@ -259,10 +259,10 @@ class RecordSpec:
         keep_arg = 1 if keep else 0
         return (patch_frame(payload), ttl_ms, keep_arg, write, lease, memory_ms, self.max_bytes)
 
-    def merged(self, entity_id: str, key: str, reply: Any, payload: bytes) -> Merged | None:
+    def merged(self, entity_id: str, key: str, reply: Any) -> Merged | None:
         """A record_merge reply as the record after the merge; None when the patch did
         not fit in ``max_bytes`` as a frame (nothing written: merge by compare-and-set).
-        A recognised resend reports the record as it is now."""
+        A recognised resend reports the record as it is now (data None if it is gone)."""
         if type(reply) is bytes:
             env = unpack(key, reply)
             parts = frames(key, env.payload)
@@ -278,9 +278,8 @@ class RecordSpec:
             env = unpack(key, current)
             now = Record(entity_id, self._data(key, env), env.version, _expiry(env.expires_ms))
             return Merged(now, None)
-        # Applied, then deleted: what the merge made of an empty record.
-        data = fold([b"", payload], self._decoder(key))
-        return Merged(Record(entity_id, data, int(reply[1]), None), None)
+        # Applied, then deleted (or expired): the state right after it is not known.
+        return Merged(Record(entity_id, None, int(reply[1]), None), None)
 
     def compact_args(self, key: str, compact: tuple[bytes, int, Any], write_id: str) -> Any:
         """ARGV of record_compact, or None when the folded state is over ``max_bytes``

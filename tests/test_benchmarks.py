@@ -127,6 +127,8 @@ def test_run_benchmark_quick_compares_every_peer_with_promised_round_trips(
         assert f" {peer} |" in done.stdout, peer
     for curve in ("2a. save / latest", "2b. restore", "2c. ids()", "2d. throughput"):
         assert curve in done.stdout, curve
+    assert "1e. where a session put's time goes" in done.stdout
+    assert "1f. Redis memory per session" in done.stdout
 
     result = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     rows = [r for part in ("sessions", "merges", "checkpoints", "locks") for r in result[part]]
@@ -145,6 +147,14 @@ def test_run_benchmark_quick_compares_every_peer_with_promised_round_trips(
     # One script per merge; one merge in COMPACT_AT in a row also folds the patches back.
     merge = measured[("user merge, 1 process", "redistate users.merge")]
     assert 1 < merge <= 1 + 1 / COMPACT_AT + 0.005, merge
+    apart = {r["side"]: r for r in result["put_apart"]}
+    # The server's own time per call: a bare SET costs less than any script, and the
+    # write memory adds commands to record_put.
+    assert 0 < apart["raw SET PX"]["server_us"] < apart["a script that only SETs"]["server_us"]
+    assert apart["record_put by hand"]["server_us"] > apart["a script that only SETs"]["server_us"]
+    assert all(r["round_trips"] == 1 for r in result["put_apart"])
+    assert [r["payload"] for r in result["memory"]] == [256, 512, 900, 1000, 1024, 1100, 2048, 4096]
+    assert all(r["rs_bytes"] >= r["raw_bytes"] > r["payload"] for r in result["memory"])
     lost = {r["side"]: r["lost"] for r in result["merges"] if r["procs"] > 1}
     assert lost["redistate users.merge"] == 0 and lost["WATCH/MULTI loop"] == 0
     curves = result["curves"]

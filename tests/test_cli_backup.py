@@ -362,6 +362,11 @@ BAD_FILES: dict[str, tuple[Any, int | None, str]] = {
     ),
     "bad base64": (_record(value="***"), None, "value is not valid base64"),
     "not a record": (_record(value=_b64(b"plain text")), None, "no record header"),
+    "patches cut short": (
+        _record(value=_b64(b'M1,0000000000000007,0000000000000,0000000000000,1,w\n0:9:{"a":1}')),
+        None,
+        "patch frame cut short",
+    ),
     "wrong version": (_record(version=7), None, "version 7 is not the value's own"),
     "id over the limit": (_record(id="x" * 513), None, "over the limit of 512"),
     "a kind that is no record": (_record(collection="task"), None, "not a record kind"),

@@ -10,7 +10,7 @@ from typing import Any
 from .._backoff import backoff_delay
 from .._io import sync_resolve, sync_sleep
 from ..durability import Durability
-from ..errors import ConflictError, InvalidId, StoreUnavailable
+from ..errors import ConflictError, InvalidId, RedistateError
 from ..mergepatch import merge_patch
 from ..records import (
     DEFAULT,
@@ -205,7 +205,10 @@ class Collection:
         (one more round trip; see redistate.mergelog). When the stored patches would pass
         ``max_bytes``, the merge is a compare-and-set instead (GET, merge in Python,
         write), which checks the merged record against ``max_bytes``.
-        The returned Record holds the data right after this merge.
+        The returned Record holds the data right after this merge. A merge whose reply
+        was lost and that was sent again (see RELIABILITY.md) is applied once; the
+        resend returns the record as it is now, with ``data=None`` if it has been
+        deleted or has expired since.
 
         Raises:
             ConflictError: (compare-and-set only) still conflicting after ``attempts``.
@@ -228,7 +231,7 @@ class Collection:
             memory_ms=self._conn.memory_ms,
         )
         reply = self._conn.script(_MERGE, keys, args, replicas=replicas)
-        merged = self.spec.merged(id, key, reply, payload)
+        merged = self.spec.merged(id, key, reply)
         if merged is None:
             normalized = self.spec.codec.decode(payload, key.encode("utf-8"))
             return self.update(
@@ -244,14 +247,16 @@ class Collection:
 
     def _compact(self, key: str, compact: tuple[bytes, int, Any]) -> None:
         """Fold the record's patches back (one script; it keeps what was appended since).
-        Only a representation change, already acknowledged to nobody: a failure to reach
-        the server is not the merge's failure, and the next due merge tries again."""
+        Only a representation change: its failure is not the merge's, and a later due
+        merge tries again."""
         args = self.spec.compact_args(key, compact, new_write_id())
         if args is None:
             return
         try:
             self._conn.script(_COMPACT, (key,), args, budget=_COMPACT_BUDGET)
-        except StoreUnavailable:
+        except RedistateError:
+            # Unreachable, full (maxmemory) or anything else: raising here would tell the
+            # caller that an applied merge failed, and a retry would apply it twice.
             pass
 
     def touch(self, id: str, *, ttl: TTL = DEFAULT, lease: Any = None) -> bool:

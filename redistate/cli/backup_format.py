@@ -33,6 +33,7 @@ from .. import RedistateError
 from ..checkpoints import _ENTRY_RE
 from ..envelope import MAX_VERSION, unpack
 from ..keys import KeySpace, check_kind, escape_id
+from ..mergelog import frames
 
 __all__ = [
     "FORMAT",
@@ -153,7 +154,10 @@ def _record(obj: dict[str, Any]) -> Entity:
     if name in NOT_RECORDS:
         raise ValueError(f"collection {name!r} is not a record kind")
     entity, value = _id(obj), _bytes(obj.get("value"), "value")
-    version = unpack(f"{name} {entity}", value).version  # IntegrityError if not a record
+    envelope = unpack(f"{name} {entity}", value)  # IntegrityError if not a record
+    if envelope.log:
+        frames(f"{name} {entity}", envelope.payload)  # IntegrityError if cut or malformed
+    version = envelope.version
     if obj.get("version") != version:
         raise ValueError(f"version {obj.get('version')!r} is not the value's own ({version})")
     return Entity("record", name, entity, _ttl(obj), (value,))

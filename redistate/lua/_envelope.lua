@@ -89,8 +89,15 @@ end
 -- again. Scores are never below the time of the write in µs (versions are
 -- max(previous + 1, now)), so old entries are trimmed by score; one write in eight
 -- trims (it is O(log n) either way), and the key expires when writes stop.
-local function rs_remember(key, id, score, now_us, memory_ms)
-  redis.call('ZADD', key, rs_int(score), id)
+-- `first`: keep the score already there. For the id in a record's header as the record
+-- is overwritten or deleted: a merge that patched an existing record left its own id
+-- there (remembered with its own version) while later merges raised the version.
+local function rs_remember(key, id, score, now_us, memory_ms, first)
+  if first then
+    redis.call('ZADD', key, 'NX', rs_int(score), id)
+  else
+    redis.call('ZADD', key, rs_int(score), id)
+  end
   redis.call('PEXPIRE', key, memory_ms)
   if now_us % 8 == 0 then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. rs_int(now_us - memory_ms * 1000))

@@ -36,7 +36,7 @@ if memory_ms > 0 then
   local now_us = rs_now_us()
   -- The deleted write may still be resent, and so may this delete.
   if upd >= math.floor(now_us / 1000) - memory_ms then
-    rs_remember(KEYS[3], rs_wid(tail), version, now_us, memory_ms)
+    rs_remember(KEYS[3], rs_wid(tail), version, now_us, memory_ms, true)
   end
   rs_remember(KEYS[3], ARGV[3], now_us, now_us, memory_ms)
 end

@@ -23,9 +23,11 @@ errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign va
          are not read (that would make a merge O(record)): damage inside them is found
          by whoever folds them, the merging client included, after the append.
 A plain record ("R1") becomes "M1" on its first merge: its payload turns into the base
-frame, rewritten once; later merges APPEND a frame and patch the header in place, so a
-merge costs O(patch), not O(record). record_compact folds the frames back.
-Every merge remembers its own id (it is not in the header); versions as in record_put.
+frame, rewritten once; later merges APPEND a frame and patch the header in place, so the
+write costs O(patch), not O(record) (the reply is the whole value: the caller folds it).
+record_compact folds the frames back.
+Every merge remembers its own id with its own version (only a merge that turns a plain
+record into a patched one leaves its id in the header); versions as in record_put.
 ]]
 local patch, tail = ARGV[1], ARGV[4]
 local ttl_ms, memory_ms = rs_ttl(ARGV[2]), rs_ttl(ARGV[6])
@@ -92,7 +94,7 @@ else
   end
   if version and memory_ms > 0 and upd >= now_ms - memory_ms then
     -- The plain record's write leaves the header: a resend of it must still be known.
-    rs_remember(KEYS[3], rs_wid(current_tail), version, now_us, memory_ms)
+    rs_remember(KEYS[3], rs_wid(current_tail), version, now_us, memory_ms, true)
   end
 end
 if memory_ms > 0 then rs_remember(KEYS[3], wid, new_version, now_us, memory_ms) end

@@ -85,7 +85,7 @@ local fields = string.format('%016.0f,%013.0f,%013.0f', new_version, expires_ms,
 redis.call('SETRANGE', KEYS[1], RS_VERSION_AT, fields)
 if recent and version > 0 then
   -- The write replaced here may still be resent: remember it.
-  rs_remember(KEYS[3], rs_wid(current_tail), version, now_us, memory_ms)
+  rs_remember(KEYS[3], rs_wid(current_tail), version, now_us, memory_ms, true)
 end
 if memory_ms > 0 and expires_ms > 0 and expires_ms - now_ms < memory_ms then
   -- This record may expire before a resend of this write arrives: remember it now.

@@ -119,6 +119,24 @@ async def test_a_merge_resent_after_another_merge_is_not_applied_again(
     assert rec.data == got.data and rec.version == got.version  # the record as it is now
 
 
+async def test_a_merge_resent_after_its_record_was_deleted_reports_its_own_version(
+    store: AsyncStore, other: AsyncStore
+) -> None:
+    await store.users.put("u", {"name": "ann", "plan": "free"})
+    later: list[int] = []
+
+    async def merge_then_delete() -> None:
+        later.append((await other.users.merge("u", {"seen": 1})).version)
+        assert await other.users.delete("u")
+
+    LostReplies(store.client, "EVALSHA", merge_then_delete).arm()
+    rec = await store.users.merge("u", {"plan": "pro"})
+    assert await store.users.get("u") is None  # not brought back
+    # Its own version (the delete remembers the header's id without overwriting it),
+    # and no invented data: the record is gone.
+    assert rec.data is None and rec.version < later[0]
+
+
 async def test_a_put_resent_after_a_merge_patched_its_record_is_not_applied_again(
     store: AsyncStore, other: AsyncStore
 ) -> None:

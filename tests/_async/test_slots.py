@@ -18,6 +18,7 @@ from redistate import AsyncStore
 from redistate._async._client import AsyncConnection
 from redistate.cli.backup_format import parse_entity
 from redistate.cli.backup_import import import_call
+from redistate.mergelog import COMPACT_AT
 from redistate.scripts import names, script
 from tests.conftest import Backend
 
@@ -61,7 +62,8 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         await store.sessions.put(entity, {"n": 1})
         await store.sessions.get(entity, touch=True)
         await store.sessions.touch(entity, ttl=60)
-        await store.users.merge(entity, {"a": 1})
+        for i in range(COMPACT_AT):  # the last one folds the patches back: record_compact
+            await store.users.merge(entity, {"a": i})
         rec = await store.users.update(entity, lambda d: {**d, "b": 2})
         await store.users.delete(entity, if_version=rec.version)
         await store.sessions.delete(entity)

@@ -120,6 +120,24 @@ def test_a_merge_resent_after_another_merge_is_not_applied_again(
     assert rec.data == got.data and rec.version == got.version  # the record as it is now
 
 
+def test_a_merge_resent_after_its_record_was_deleted_reports_its_own_version(
+    store: Store, other: Store
+) -> None:
+    store.users.put("u", {"name": "ann", "plan": "free"})
+    later: list[int] = []
+
+    def merge_then_delete() -> None:
+        later.append((other.users.merge("u", {"seen": 1})).version)
+        assert other.users.delete("u")
+
+    LostReplies(store.client, "EVALSHA", merge_then_delete).arm()
+    rec = store.users.merge("u", {"plan": "pro"})
+    assert store.users.get("u") is None  # not brought back
+    # Its own version (the delete remembers the header's id without overwriting it),
+    # and no invented data: the record is gone.
+    assert rec.data is None and rec.version < later[0]
+
+
 def test_a_put_resent_after_a_merge_patched_its_record_is_not_applied_again(
     store: Store, other: Store
 ) -> None:
