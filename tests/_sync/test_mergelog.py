@@ -718,3 +718,42 @@ def test_concurrent_merges_lose_nothing_in_one_round_trip_each(
     assert max(rec.version for rec in mine) == got.version
     assert made["cmdstat_evalsha"] <= 1.2 * workers * each, made
     assert reads - handshakes <= 1.2 * workers * each, (reads, handshakes)
+
+
+# -- a compaction that fails --------------------------------------------------------------
+
+
+def test_a_failed_compaction_does_not_fail_the_merge_it_follows(
+    server_store: Store, server_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merge is applied before its compaction: the compaction's error (here a real
+    maxmemory refusal, set between the two scripts) must not reach the caller, who
+    would otherwise retry and apply the patch twice."""
+    coll = server_store.users
+    for i in range(15):
+        coll.merge("full", {f"k{i}": i})
+    raw = server_backend.raw()
+    conn = coll._conn
+    original = type(conn).script
+    compactions: list[str] = []
+
+    def fill_before_compaction(
+        self: Any, s: Any, keys: Any, args: Any, budget: Any = None, replicas: int = 0
+    ) -> Any:
+        if s.name == "record_compact":
+            compactions.append(keys[0])
+            raw.config_set("maxmemory", "1")
+        return original(self, s, keys, args, budget, replicas)
+
+    monkeypatch.setattr(type(conn), "script", fill_before_compaction)
+    try:
+        rec = coll.merge("full", {"last": True})  # the 16th patch: due to compact
+    finally:
+        raw.config_set("maxmemory", "0")
+    assert compactions == [coll.spec.key("full")]
+    want = {**{f"k{i}": i for i in range(15)}, "last": True}
+    assert rec.data == want
+    stored = raw.get(coll.spec.key("full"))
+    assert stored.startswith(b"M1,")  # not folded back: the compaction was refused
+    got = coll.get("full")
+    assert got is not None and got.data == want and got.version == rec.version
