@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ._sync.store import Store
     from .checkpoints import Checkpoint, Restored, Verification
     from .codec import Codec, JsonCodec
+    from .encryption import EncryptedCodec
     from .keys import KeySpace
     from .records import DEFAULT, Record
     from .retry import RetryPolicy
@@ -67,6 +68,7 @@ __all__ = [
     "TaskRun",
     # building blocks
     "Codec",
+    "EncryptedCodec",
     "JsonCodec",
     "KeySpace",
     "RetryPolicy",
@@ -105,6 +107,7 @@ _LAZY = {
     "TaskRun": "._sync.runner",
     "Codec": ".codec",
     "JsonCodec": ".codec",
+    "EncryptedCodec": ".encryption",
     "KeySpace": ".keys",
     "RetryPolicy": ".retry",
 }

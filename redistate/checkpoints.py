@@ -18,6 +18,7 @@ import re
 import secrets
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
@@ -321,6 +322,52 @@ class CheckpointSpec:
             metadata=meta.get("metadata") or {},
             digest=digest,
         )
+
+    # -- re-encoding (rotate-keys) -------------------------------------------------------
+
+    def recoded_blob(
+        self, key: str, blob: bytes, current: Callable[[bytes], bool]
+    ) -> tuple[bytes, bytes] | None:
+        """(prefix naming ``blob``, the same checkpoint with its state decoded and encoded
+        again by this codec), or None when ``current`` says its state bytes need nothing.
+
+        Raises:
+            IntegrityError: the blob is damaged (its digest is checked first).
+        """
+        head = _BLOB_RE.match(blob)
+        newline = -1 if head is None else blob.find(b"\n", head.end())
+        if head is None or newline < 0:
+            raise IntegrityError(f"a checkpoint of {key!r} has no valid header")
+        flag, meta = head.group(2), blob[head.end() : newline]
+        where = f"checkpoint {blob[3:15].decode('ascii', 'replace')}… of {key!r}"
+        payload = blob[newline + 1 :]
+        state_bytes = _inflate(payload, where) if flag == b"z" else payload
+        if _digest(meta, state_bytes) != head.group(1).decode():
+            raise IntegrityError(f"{where} does not match its SHA-256 digest")
+        if current(state_bytes):
+            return None
+        state = _decode(self.codec, state_bytes, key, where)
+        fresh = self.codec.encode(state, key.encode("utf-8"))
+        compress = len(fresh) > self.compress_above
+        body = zlib.compress(fresh, 1) if compress else fresh
+        digest = _digest(meta, fresh).encode()
+        return blob[:67], b"K1,%s,%s\n%s\n%s" % (digest, b"z" if compress else b"-", meta, body)
+
+    def recoded_delta(
+        self, log_key: str, raw: bytes, current: Callable[[bytes], bool]
+    ) -> tuple[bytes, bytes] | None:
+        """Like :meth:`recoded_blob`, for one stored delta of the log at ``log_key``."""
+        head = _DELTA_RE.match(raw)
+        digest, _, body = (b"", b"", b"") if head is None else raw[head.end() :].partition(b"\n")
+        if head is None or hashlib.sha256(body).hexdigest().encode() != digest:
+            raise IntegrityError(f"a delta of {log_key!r} is damaged: {raw[:80]!r}")
+        if current(body):
+            return None
+        delta = _decode(self.codec, body, log_key, f"a delta of {log_key!r}")
+        fresh = self.codec.encode(delta, log_key.encode("utf-8"))
+        prefix = raw[: raw.index(b",", 3) + 1]  # "D1,<id>,"
+        stamped = raw[: head.end()]
+        return prefix, b"%s%s\n%s" % (stamped, hashlib.sha256(fresh).hexdigest().encode(), fresh)
 
     def history(self, task_id: str, key: str, reply: Any) -> list[Checkpoint]:
         entries, blobs = reply[0], reply[1]

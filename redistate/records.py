@@ -281,15 +281,21 @@ class RecordSpec:
         # Applied, then deleted (or expired): the state right after it is not known.
         return Merged(Record(entity_id, None, int(reply[1]), None), None)
 
-    def compact_args(self, key: str, compact: tuple[bytes, int, Any], write_id: str) -> Any:
-        """ARGV of record_compact, or None when the folded state is over ``max_bytes``
-        (the next merge then folds by compare-and-set, which reports it)."""
+    def compact_keys(self, key: str) -> tuple[str, str]:
+        """KEYS of record_compact: the record and its recent writes."""
+        return key, self.keys.writes(key)
+
+    def compact_args(
+        self, key: str, compact: tuple[bytes, int, Any], write_id: str, memory_ms: int = 0
+    ) -> Any:
+        """ARGV of record_compact, or None when the new payload is over ``max_bytes``
+        (a merge then folds by compare-and-set next time, which reports it)."""
         folded_tail, length, data = compact
         try:
             payload = self.encode(key, data)
         except StateTooLarge:
             return None
-        return (folded_tail, length, payload, tail(self.schema, write_id))
+        return (folded_tail, length, payload, tail(self.schema, write_id), memory_ms)
 
     def _decoder(self, key: str) -> Callable[[bytes], Any]:
         context = key.encode("utf-8")

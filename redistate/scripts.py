@@ -31,6 +31,7 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "lock_extend": ("_envelope",),
     "lock_abandon": (),
     "checkpoint_delete": ("_envelope",),
+    "checkpoint_recode": (),
     "read_lists": (),
     "import_record": ("_envelope",),
     "import_task": ("_envelope",),

@@ -248,11 +248,12 @@ class AsyncCollection:
         """Fold the record's patches back (one script; it keeps what was appended since).
         Only a representation change: its failure is not the merge's, and a later due
         merge tries again."""
-        args = self.spec.compact_args(key, compact, new_write_id())
+        args = self.spec.compact_args(key, compact, new_write_id(), self._conn.memory_ms)
         if args is None:
             return
+        keys = self.spec.compact_keys(key)
         try:
-            await self._conn.script(_COMPACT, (key,), args, budget=_COMPACT_BUDGET)
+            await self._conn.script(_COMPACT, keys, args, budget=_COMPACT_BUDGET)
         except RedistateError:
             # Unreachable, full (maxmemory) or anything else: raising here would tell the
             # caller that an applied merge failed, and a retry would apply it twice.

@@ -8,6 +8,7 @@ import typer
 
 from .. import Store
 from ._embedded import embedded_url
+from ._keys import codec_from_env
 
 __all__ = ["Context", "app", "current"]
 
@@ -15,7 +16,8 @@ HELP = """Look into, back up and demonstrate redistate state.
 
 Without --url (or REDISTATE_URL) the embedded server is used: see `redistate demo`.
 Listings print a table, or JSON lines with --json. Errors are one line on stderr:
-exit code 2 for a usage error, 1 for a failure.
+exit code 2 for a usage error, 1 for a failure. An encrypted namespace needs its keys
+in REDISTATE_KEYS ("k1=<base64>,k2=<base64>"; primary: REDISTATE_PRIMARY_KEY or the first).
 """
 
 DEFAULT_NAMESPACE = "redistate"
@@ -44,7 +46,8 @@ class Context:
     @property
     def store(self) -> Store:
         if self._store is None:
-            self._store = Store.from_url(self.url, namespace=self.namespace, timeout=5)
+            codec = codec_from_env()  # before the server starts: bad keys change nothing
+            self._store = Store.from_url(self.url, namespace=self.namespace, timeout=5, codec=codec)
             self._stack.callback(self._store.close)
         return self._store
 

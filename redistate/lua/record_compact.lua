@@ -1,28 +1,34 @@
---[[ record_compact: replace the frames a client folded with their result, keeping any
-frame appended since; the data and the version stay as they are.
+--[[ record_compact: replace a record's stored payload with an equivalent one, keeping the
+data and the version: fold a patched record's frames (keeping any frame appended since),
+or re-encode a plain record (rotate-keys re-encrypts with it).
 KEYS[1]  record key
-ARGV[1]  the header tail of the value that was folded: it names that value's generation
-ARGV[2]  the length in bytes of the value that was folded (header included)
-ARGV[3]  the folded state, encoded: the new base
-ARGV[4]  the new header tail "<schema>,<write_id>\n" (a fresh id: a resent compaction
-         finds the tail changed and does nothing)
-returns  1 = compacted ("R1" again when nothing was appended since); 0 = nothing done:
-         the record was replaced, deleted or compacted since the read
+KEYS[2]  the record's recent writes (see record_put; used only when ARGV[5] is not "0")
+ARGV[1]  the header tail of the value that was read: it names that value's generation
+ARGV[2]  the length in bytes of the value that was read (header included)
+ARGV[3]  the new payload: the folded state, encoded
+ARGV[4]  the new header tail "<schema>,<write_id>\n" (a fresh id: a resent call finds
+         the tail changed and does nothing)
+ARGV[5]  how long (ms) write ids are remembered; "0" = nothing is remembered: the id
+         leaving the header is remembered (as by record_put), so its resend is known
+returns  1 = rewritten ("R1" again when nothing was appended since); 0 = nothing done:
+         the record was replaced, deleted, compacted or (plain) changed since the read
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value.
 Merges only append to a patched record and every other write replaces it with a new
 tail, so an unchanged tail and a length of at least ARGV[2] mean the first ARGV[2]
-bytes are still the ones folded. Unguarded: it changes no data, so a stale owner's
-compaction is harmless.
+bytes are still the ones read; a plain record must have exactly that length. A touch in
+between is kept: the header's fields are taken from the record as it is now.
+Unguarded: it changes no data, so a stale owner's call is harmless.
 ]]
 local folded = string.match(ARGV[2], '^%d+$') and tonumber(ARGV[2])
-if not folded or not rs_tail_ok(ARGV[1]) or not rs_tail_ok(ARGV[4]) then
+local memory_ms = rs_ttl(ARGV[5])
+if not folded or not memory_ms or not rs_tail_ok(ARGV[1]) or not rs_tail_ok(ARGV[4]) then
   return redis.error_reply('RSARG malformed arguments to record_compact')
 end
 local version, exp, upd, tail, log = rs_head(KEYS[1])
 if version == false then return rs_foreign(KEYS[1]) end
-if not log or tail ~= ARGV[1] then return 0 end
+if not version or tail ~= ARGV[1] then return 0 end
 local size = redis.call('STRLEN', KEYS[1])
-if size < folded then return 0 end
+if size < folded or (not log and size ~= folded) then return 0 end
 local fields = string.format('%016.0f,%013.0f,%013.0f', version, exp, upd)
 local value
 if size == folded then
@@ -32,4 +38,10 @@ else
     .. redis.call('GETRANGE', KEYS[1], folded, -1)
 end
 redis.call('SET', KEYS[1], value, 'KEEPTTL')
+if memory_ms > 0 then
+  local now_us = rs_now_us()
+  if upd >= math.floor(now_us / 1000) - memory_ms then
+    rs_remember(KEYS[2], rs_wid(tail), version, now_us, memory_ms, true)
+  end
+end
 return 1

@@ -81,6 +81,9 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         await store.lock(entity, ttl=30, renew=False)._abandon()
         task_keys = store.keys.task_keys(entity)
         await store._conn.script(script("read_lists"), task_keys, [0, -1] * 3)
+        # rotate-keys: a checkpoint list and its delta log, one key per call.
+        for list_key in (task_keys[0], store.keys.task_log(entity)):
+            await store._conn.script(script("checkpoint_recode"), (list_key,), ())
         async with store.task(entity) as run:
             await run.save({"step": 1})
         # redistate import: one script per entity, with the keys import_call chooses.

@@ -181,7 +181,7 @@ def test_compaction_keeps_what_was_appended_after_the_fold(
     before_env = unpack(key, raw.get(key))
     pttl = raw.pttl(key)
     base = coll.spec.encode(key, folded.data)
-    args = (tail(env.schema, env.write_id), len(folded_value), base, tail(1, "compact1"))
+    args = (tail(env.schema, env.write_id), len(folded_value), base, tail(1, "compact1"), 0)
     assert coll._conn.script(_COMPACT, (key,), args) == 1
     compacted = raw.get(key)
     after_env = unpack(key, compacted)
@@ -214,7 +214,7 @@ def test_compaction_with_nothing_appended_writes_a_plain_record(
     env = unpack(key, value)
     assert env.log
     base = coll.spec.encode(key, last.data)
-    args = (tail(env.schema, env.write_id), len(value), base, tail(1, "compact2"))
+    args = (tail(env.schema, env.write_id), len(value), base, tail(1, "compact2"), 0)
     assert coll._conn.script(_COMPACT, (key,), args) == 1
     plain = raw.get(key)
     plain_env = unpack(key, plain)
@@ -239,7 +239,7 @@ def test_compaction_after_the_record_was_replaced_does_nothing(
         env = unpack(key, value)
         assert env.log
         base = coll.spec.encode(key, rec.data)
-        return (tail(env.schema, env.write_id), len(value), base, tail(1, "late"))
+        return (tail(env.schema, env.write_id), len(value), base, tail(1, "late"), 0)
 
     args = folded_args({"a": 1})
     coll.put("u", {"replaced": True})
@@ -619,7 +619,7 @@ def test_a_merge_onto_a_foreign_value_is_an_integrity_error(
             coll.merge("u", {"a": 1})
         assert raw.get(key) == value
         with pytest.raises(IntegrityError):
-            coll._conn.script(_COMPACT, (key,), ("1,w\n", "10", b"{}", "1,v\n"))
+            coll._conn.script(_COMPACT, (key,), ("1,w\n", "10", b"{}", "1,v\n", "0"))
         assert raw.get(key) == value
     assert raw.exists(store.keys.writes(key)) == 0
     raw.delete(key)

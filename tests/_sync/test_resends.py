@@ -138,6 +138,34 @@ def test_a_merge_resent_after_its_record_was_deleted_reports_its_own_version(
     assert rec.data is None and rec.version < later[0]
 
 
+def test_a_put_resent_after_its_record_was_re_encoded_is_not_applied_again(
+    store: Store, other: Store
+) -> None:
+    """rotate-keys re-encodes a plain record in place (record_compact): the put's id
+    leaves the header, and must still be known to a resend of that put."""
+    from redistate.envelope import tail, unpack
+
+    spec = other.sessions.spec
+    key = spec.key("s")
+
+    def re_encode() -> None:
+        raw = other._conn.get(key)
+        assert raw is not None
+        env = unpack(key, raw)
+        data = spec.record("s", key, raw)
+        assert data is not None
+        compact = (tail(env.schema, env.write_id), len(raw), data.data)
+        args = spec.compact_args(key, compact, "reencode1", other._conn.memory_ms)
+        assert other._conn.script(script("record_compact"), spec.compact_keys(key), args)
+        other.sessions.put("s", {"by": "later"})
+
+    LostReplies(store.client, "EVALSHA", re_encode).arm()
+    rec = store.sessions.put("s", {"by": "me"})
+    got = other.sessions.get("s")
+    assert got is not None and got.data == {"by": "later"}  # the later write stands
+    assert rec.version < got.version
+
+
 def test_a_put_resent_after_a_merge_patched_its_record_is_not_applied_again(
     store: Store, other: Store
 ) -> None:

@@ -1,0 +1,166 @@
+"""``redistate rotate-keys``: re-encrypt a namespace with the primary key.
+
+Every record (patched ones folded), checkpoint state and delta not yet under the primary
+key is decrypted with whichever key it names and written back encrypted with the
+primary, in place: versions, TTLs, sequence numbers and fences stay as they are. A value
+written meanwhile is skipped by the script that checks it (it was written with the
+primary already, or is caught by a second run). Afterwards the old keys can go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import typer
+
+from .. import RedistateError, Store
+from ..encryption import EncryptedCodec, key_id
+from ..envelope import tail, unpack
+from ..errors import InvalidId
+from ..mergelog import frames
+from ..records import new_write_id
+from ..scripts import script
+from ._app import app
+from ._output import emit
+from .backup_format import NOT_RECORDS
+
+__all__ = ["RotateReport", "rotate"]
+
+_COMPACT = script("record_compact")
+_RECODE = script("checkpoint_recode")
+
+
+@dataclass
+class RotateReport:
+    """What a rotation rewrote, found current, or skipped because it changed meanwhile."""
+
+    records: int = 0
+    checkpoints: int = 0
+    deltas: int = 0
+    current: int = 0
+    changed: int = 0
+    keys_seen: int = 0
+    old_keys: dict[str, int] = field(default_factory=dict)  # key id -> values moved off it
+
+
+def rotate(store: Store) -> RotateReport:
+    """Re-encrypt ``store``'s namespace with its codec's primary key.
+
+    Raises:
+        RedistateError: the store's codec is not an EncryptedCodec.
+        IntegrityError: a value does not decrypt (nothing after it is rewritten).
+    """
+    codec = store.codec
+    if not isinstance(codec, EncryptedCodec):
+        raise RedistateError(
+            "rotate-keys needs the keys: set REDISTATE_KEYS (and REDISTATE_PRIMARY_KEY)"
+        )
+    report = RotateReport()
+
+    def current(data: bytes) -> bool:
+        if codec.current(data):
+            return True
+        old = key_id(data) or "(not encrypted)"
+        report.old_keys[old] = report.old_keys.get(old, 0) + 1
+        return False
+
+    for raw_key in store._conn.scan(store.keys.namespace_pattern()):
+        report.keys_seen += 1
+        try:
+            kind, entity, part = store.keys.parse(raw_key)
+        except InvalidId:
+            continue
+        key = raw_key.decode("utf-8") if isinstance(raw_key, bytes) else raw_key
+        if kind == "task" and part in ("", "log"):
+            _rotate_list(store, key, part, current, report)
+        elif kind not in NOT_RECORDS and part == "":
+            _rotate_record(store, kind, entity, key, current, report)
+    return report
+
+
+def _rotate_record(
+    store: Store,
+    kind: str,
+    entity: str,
+    key: str,
+    current: Callable[[bytes], bool],
+    report: RotateReport,
+) -> None:
+    raw = store._conn.get(key)
+    if raw is None:
+        return
+    env = unpack(key, raw)
+    parts = frames(key, env.payload) if env.log else [env.payload]
+    stale = [part for part in parts if part and not current(part)]  # counts every old one
+    if not stale:
+        report.current += 1
+        return
+    collection = store.users if kind == "user" else store.sessions
+    if kind not in ("user", "session"):
+        collection = store.collection(kind)
+    spec = collection.spec
+    record = spec.record(entity, key, raw)
+    assert record is not None  # raw is not None
+    args = spec.compact_args(
+        key,
+        (tail(env.schema, env.write_id), len(raw), record.data),
+        new_write_id(),
+        store._conn.memory_ms,
+    )
+    if args is None:
+        raise RedistateError(f"{key!r} re-encrypted would pass its max_bytes: not rotated")
+    done = store._conn.script(_COMPACT, spec.compact_keys(key), args)
+    if int(done):
+        report.records += 1
+    else:
+        report.changed += 1
+
+
+def _rotate_list(
+    store: Store, key: str, part: str, current: Callable[[bytes], bool], report: RotateReport
+) -> None:
+    spec = store.checkpoints.spec
+    items: list[Any] = store._conn.client.lrange(key, 0, -1)
+    pairs: list[bytes] = []
+    for item in items:
+        if part == "":
+            found = spec.recoded_blob(key, item, current)
+        else:
+            found = spec.recoded_delta(key, item, current)
+        if found is None:
+            report.current += 1
+        else:
+            pairs.extend(found)
+    if not pairs:
+        return
+    done = int(store._conn.script(_RECODE, (key,), pairs))
+    if part == "":
+        report.checkpoints += done
+    else:
+        report.deltas += done
+    report.changed += len(pairs) // 2 - done
+
+
+@app.command("rotate-keys")
+def rotate_keys(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="one JSON line instead of a table"),
+) -> None:
+    """Re-encrypt every record, checkpoint and delta of the namespace with the primary
+    key of REDISTATE_KEYS (versions, TTLs and fences kept). Run it again until it
+    rewrites nothing; then the old keys can be dropped."""
+    store: Store = ctx.obj.store
+    report = rotate(store)
+    moved = ", ".join(f"{k}: {n}" for k, n in sorted(report.old_keys.items())) or "none"
+    row = {
+        "records": report.records,
+        "checkpoints": report.checkpoints,
+        "deltas": report.deltas,
+        "already current": report.current,
+        "changed meanwhile": report.changed,
+        "moved off": moved,
+    }
+    primary = getattr(store.codec, "primary", "?")
+    emit([row], as_json, f"rotated {store.keys.namespace} to key {primary}")
