@@ -28,11 +28,13 @@ from .errors import (
 
 if TYPE_CHECKING:
     from ._async.checkpoints import AsyncCheckpoints
+    from ._async.events import AsyncEvents
     from ._async.leases import AsyncLease
     from ._async.records import AsyncCollection
     from ._async.runner import AsyncTaskRun
     from ._async.store import AsyncStore
     from ._sync.checkpoints import Checkpoints
+    from ._sync.events import Events
     from ._sync.leases import Lease
     from ._sync.records import Collection
     from ._sync.runner import TaskRun
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from .checkpoints import Checkpoint, Restored, Verification
     from .codec import Codec, JsonCodec
     from .encryption import EncryptedCodec
+    from .events import Event
     from .keys import KeySpace
     from .records import DEFAULT, Record
     from .retry import RetryPolicy
@@ -61,6 +64,10 @@ __all__ = [
     "Checkpoints",
     "Restored",
     "Verification",
+    # audit events
+    "AsyncEvents",
+    "Event",
+    "Events",
     # leases and the task runner
     "AsyncLease",
     "AsyncTaskRun",
@@ -101,6 +108,9 @@ _LAZY = {
     "Checkpoint": ".checkpoints",
     "Restored": ".checkpoints",
     "Verification": ".checkpoints",
+    "AsyncEvents": "._async.events",
+    "Events": "._sync.events",
+    "Event": ".events",
     "AsyncLease": "._async.leases",
     "AsyncTaskRun": "._async.runner",
     "Lease": "._sync.leases",

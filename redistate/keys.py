@@ -133,6 +133,16 @@ class KeySpace:
         """Every key of a task: checkpoint list, id list, delta log."""
         return self.task(task_id), self.task_ids(task_id), self.task_log(task_id)
 
+    def events(self, entity: str) -> str:
+        """Audit events of an entity, a stream: ``ns:events:{id}`` (the id's hash slot,
+        like its lease, so a guarded append checks both in one script)."""
+        return f"{self.namespace}:events:{{{escape_id(entity)}}}"
+
+    def events_anchor(self, entity: str) -> str:
+        """Where trimmed events end: ``ns:events:{id}:anchor``, a hash (seq, digest,
+        state) the remaining chain continues from."""
+        return f"{self.namespace}:events:{{{escape_id(entity)}}}:anchor"
+
     def lock(self, name: str) -> str:
         """Lease key: ``ns:lock:{name}``."""
         return f"{self.namespace}:lock:{{{escape_id(name)}}}"

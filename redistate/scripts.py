@@ -32,6 +32,7 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "lock_abandon": (),
     "checkpoint_delete": ("_envelope",),
     "checkpoint_recode": (),
+    "event_append": ("_envelope",),
     "read_lists": (),
     "import_record": ("_envelope",),
     "import_task": ("_envelope",),

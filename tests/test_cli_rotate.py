@@ -67,6 +67,7 @@ def _seed(store: Store) -> dict[str, Any]:
     store.checkpoints.save("t1", {"step": 2, "big": "x" * 5000})  # compressed
     store.checkpoints.log("t1", {"note": "a"})
     store.checkpoints.log("t1", {"note": "b"})
+    store.events.append("t1", "initialized", {"a": 1})  # left as it is, and counted
     users = store.users.get("u1")
     assert users is not None
     return {
@@ -96,6 +97,7 @@ def test_rotate_keys_moves_everything_to_the_primary_in_place(
     # session 1, note 1, u1 5 frames (folded at the 16th merge: a base + 4 patches since),
     # 2 checkpoint states, 2 deltas
     assert report["moved off"] == "k1: 11"
+    assert report["event streams not rotated"] == 1
 
     new = Store(
         server_backend.sync_client(), namespace=namespace, codec=EncryptedCodec({"k2": K2}, "k2")
@@ -117,6 +119,7 @@ def test_rotate_keys_moves_everything_to_the_primary_in_place(
         (c.seq, c.id, c.state, c.created_at) for c in before["history"]
     ]
     assert new.checkpoints.verify("t1").ok
+    assert new.events.verify("t1").ok  # untouched: still a valid chain
 
     again = run(*args, env=_env(both))
     assert again.returncode == 0, again.stderr

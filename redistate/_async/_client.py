@@ -316,6 +316,31 @@ class AsyncConnection:
                 pipe.get(key)
             return list(await pipe.execute())
 
+    async def xrange(
+        self, key: str, start: str, end: str, count: int
+    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """Up to ``count`` stream entries from ``start`` to ``end`` (ids; "-"/"+" the
+        ends, "(" excludes). A read, so a resend is safe."""
+        if self._unready:
+            await self._ready()
+        started = time.monotonic()
+        call = functools.partial(self.client.xrange, key, start, end, count)
+        try:
+            return cast("list[tuple[bytes, dict[bytes, bytes]]]", await call())
+        except ERRORS as exc:
+            reply = await self._recover(exc, call, started)
+            return cast("list[tuple[bytes, dict[bytes, bytes]]]", reply)
+
+    async def hgetall(self, key: str) -> dict[bytes, bytes]:
+        if self._unready:
+            await self._ready()
+        started = time.monotonic()
+        call = functools.partial(self.client.hgetall, key)
+        try:
+            return cast("dict[bytes, bytes]", await call())
+        except ERRORS as exc:
+            return cast("dict[bytes, bytes]", await self._recover(exc, call, started))
+
     async def pttl(self, key: str) -> int:
         if self._unready:
             await self._ready()

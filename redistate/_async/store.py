@@ -14,12 +14,14 @@ from ..codec import Codec, JsonCodec
 from ..durability import DEFAULT as DEFAULT_DURABILITY
 from ..durability import Durability
 from ..errors import InvalidId
+from ..events import EventSpec
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
 from ._client import AsyncConnection
 from ._connect import client_for
 from .checkpoints import AsyncCheckpoints
+from .events import AsyncEvents
 from .leases import AsyncLease
 from .records import AsyncCollection
 from .runner import AsyncTaskRun
@@ -93,6 +95,12 @@ class AsyncStore:
         self._attempts = update_attempts
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
         self.users = self._collection("user", ttl=None, max_bytes=max_bytes)
+        self.events = AsyncEvents(
+            self._conn,
+            self.keys,
+            EventSpec(self.codec, max_bytes=max_bytes),
+            attempts=update_attempts,
+        )
         self.checkpoints = AsyncCheckpoints(
             self._conn,
             CheckpointSpec(

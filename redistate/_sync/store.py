@@ -15,12 +15,14 @@ from ..codec import Codec, JsonCodec
 from ..durability import DEFAULT as DEFAULT_DURABILITY
 from ..durability import Durability
 from ..errors import InvalidId
+from ..events import EventSpec
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
 from ._client import Connection
 from ._connect import client_for
 from .checkpoints import Checkpoints
+from .events import Events
 from .leases import Lease
 from .records import Collection
 from .runner import TaskRun
@@ -94,6 +96,12 @@ class Store:
         self._attempts = update_attempts
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
         self.users = self._collection("user", ttl=None, max_bytes=max_bytes)
+        self.events = Events(
+            self._conn,
+            self.keys,
+            EventSpec(self.codec, max_bytes=max_bytes),
+            attempts=update_attempts,
+        )
         self.checkpoints = Checkpoints(
             self._conn,
             CheckpointSpec(

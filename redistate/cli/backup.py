@@ -77,6 +77,9 @@ def export_command(
     _say(f"exported {total} ({kinds}) of namespace {report.namespace!r} to {out_file}")
     if report.not_exported:
         _say(f"left out {_count(report.not_exported, 'lease and write-memory key')}")
+    if report.event_streams:
+        streams = _count(report.event_streams, "audit event key")
+        _say(f"left out {streams}: exporting events is not supported yet")
     if report.unknown_count:
         examples = ", ".join(report.unknown)
         _say(f"left out {report.unknown_count} keys redistate does not recognise: {examples}")

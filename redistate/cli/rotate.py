@@ -4,7 +4,9 @@ Every record (patched ones folded), checkpoint state and delta not yet under the
 key is decrypted with whichever key it names and written back encrypted with the
 primary, in place: versions, TTLs, sequence numbers and fences stay as they are. A value
 written meanwhile is skipped by the script that checks it (it was written with the
-primary already, or is caught by a second run). Afterwards the old keys can go.
+primary already, or is caught by a second run). Afterwards the old keys can go — unless
+the namespace has audit events: their digests cover the encrypted payloads, so they are
+not rewritten (counted in the report); keep the keys that wrote them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class RotateReport:
     current: int = 0
     changed: int = 0
     keys_seen: int = 0
+    event_streams: int = 0  # left as they are: see the module doc
     old_keys: dict[str, int] = field(default_factory=dict)  # key id -> values moved off it
 
 
@@ -73,7 +76,9 @@ def rotate(store: Store) -> RotateReport:
         except InvalidId:
             continue
         key = raw_key.decode("utf-8") if isinstance(raw_key, bytes) else raw_key
-        if kind == "task" and part in ("", "log"):
+        if kind == "events" and part == "":
+            report.event_streams += 1
+        elif kind == "task" and part in ("", "log"):
             _rotate_list(store, key, part, current, report)
         elif kind not in NOT_RECORDS and part == "":
             _rotate_record(store, kind, entity, key, current, report)
@@ -161,6 +166,7 @@ def rotate_keys(
         "already current": report.current,
         "changed meanwhile": report.changed,
         "moved off": moved,
+        "event streams not rotated": report.event_streams,
     }
     primary = getattr(store.codec, "primary", "?")
     emit([row], as_json, f"rotated {store.keys.namespace} to key {primary}")

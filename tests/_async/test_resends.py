@@ -165,6 +165,20 @@ async def test_a_put_resent_after_its_record_was_re_encoded_is_not_applied_again
     assert rec.version < got.version
 
 
+async def test_a_resent_event_append_is_appended_once(store: AsyncStore, other: AsyncStore) -> None:
+    await store.events.append("t", "first", 0)
+
+    async def append_elsewhere() -> None:
+        await other.events.append("t", "other", 2)
+
+    LostReplies(store.client, "EVALSHA", append_elsewhere).arm()
+    mine = await store.events.append("t", "mine", 1)
+    events = await store.events.read("t")
+    assert [e.type for e in events] == ["first", "mine", "other"]  # not twice
+    assert mine == events[1] and store._conn.recovered == 1
+    assert (await store.events.verify("t")).ok
+
+
 async def test_a_put_resent_after_a_merge_patched_its_record_is_not_applied_again(
     store: AsyncStore, other: AsyncStore
 ) -> None:

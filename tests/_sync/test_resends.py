@@ -166,6 +166,20 @@ def test_a_put_resent_after_its_record_was_re_encoded_is_not_applied_again(
     assert rec.version < got.version
 
 
+def test_a_resent_event_append_is_appended_once(store: Store, other: Store) -> None:
+    store.events.append("t", "first", 0)
+
+    def append_elsewhere() -> None:
+        other.events.append("t", "other", 2)
+
+    LostReplies(store.client, "EVALSHA", append_elsewhere).arm()
+    mine = store.events.append("t", "mine", 1)
+    events = store.events.read("t")
+    assert [e.type for e in events] == ["first", "mine", "other"]  # not twice
+    assert mine == events[1] and store._conn.recovered == 1
+    assert (store.events.verify("t")).ok
+
+
 def test_a_put_resent_after_a_merge_patched_its_record_is_not_applied_again(
     store: Store, other: Store
 ) -> None:

@@ -1,0 +1,186 @@
+"""Audit events, the pure half: the hash chain, arguments, parsing, verification, folding.
+
+An entity's events live in one Redis stream (``KeySpace.events``), each entry holding
+its position ``n``, ``t`` type, ``s`` schema, ``at`` (the appender's clock, ms),
+``p`` payload (the store's codec: encrypted when the codec encrypts), ``prev`` and ``d``:
+SHA-256 over the previous digest and the canonical event. Removing, reordering or
+editing an event breaks the chain at that point, and :meth:`EventSpec.verify` says where.
+The digest covers the encoded payload, so a chain verifies without the codec's keys.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .checkpoints import Verification
+from .codec import Codec
+from .errors import IntegrityError
+from .mergepatch import merge_patch
+
+__all__ = ["Event", "EventSpec", "Reducer", "canonical", "default_reducer"]
+
+_TYPE_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_HEX64: Final = re.compile(rb"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One audit event. ``id`` is its stream id (server time, ``<ms>-<n>``), ``seq`` its
+    position in the chain, ``at`` the appender's clock, ``prev``/``digest`` the chain."""
+
+    id: str
+    type: str
+    payload: Any
+    at: dt.datetime
+    prev: str
+    digest: str
+    seq: int = 0
+    schema: int = 1
+
+
+Reducer = Callable[[Any, Event], Any]
+
+
+def canonical(prev: str, seq: int, type: str, schema: int, at_ms: int, payload: bytes) -> bytes:
+    """The bytes a digest covers: each field on its own line, the payload last (its
+    length is implied by the end, so no field can be shifted into another)."""
+    head = f"redistate-event-1\n{prev}\n{seq}\n{type}\n{schema}\n{at_ms}\n".encode()
+    return head + payload
+
+
+def digest_of(prev: str, seq: int, type: str, schema: int, at_ms: int, payload: bytes) -> str:
+    return hashlib.sha256(canonical(prev, seq, type, schema, at_ms, payload)).hexdigest()
+
+
+def default_reducer(state: Any, event: Event) -> Any:
+    """``initialized`` replaces the state, ``updated`` merge-patches it (RFC 7386),
+    ``deleted`` removes the keys it names (a list of keys, or a dict's keys); other
+    types leave it as it is."""
+    if event.type == "initialized":
+        return event.payload
+    if event.type == "updated":
+        return merge_patch(state, event.payload)
+    if event.type == "deleted" and isinstance(state, dict):
+        names = event.payload if isinstance(event.payload, list) else list(event.payload or {})
+        return {k: v for k, v in state.items() if k not in names}
+    return state
+
+
+def check_type(value: object) -> str:
+    if not isinstance(value, str) or not _TYPE_RE.fullmatch(value):
+        raise ValueError(f"event type {value!r:.80} must be 1-64 chars of [A-Za-z0-9_.:-]")
+    return value
+
+
+class EventSpec:
+    """The events' settings and every non-I/O step of their operations."""
+
+    __slots__ = ("codec", "max_bytes", "schema")
+
+    def __init__(self, codec: Codec, *, max_bytes: int, schema: int = 1) -> None:
+        self.codec = codec
+        self.max_bytes = max_bytes
+        self.schema = schema
+
+    def encode(self, key: str, payload: Any) -> bytes:
+        from .errors import StateTooLarge
+
+        data = self.codec.encode(payload, key.encode("utf-8"))
+        if len(data) > self.max_bytes:
+            raise StateTooLarge(len(data), self.max_bytes, key)
+        return data
+
+    def append_args(
+        self,
+        head: tuple[str, int],
+        type: str,
+        at_ms: int,
+        data: bytes,
+        lease: str,
+        write_id: str,
+        memory_ms: int,
+    ) -> tuple[tuple[Any, ...], str]:
+        """(ARGV of event_append, the digest) for an event after the chain end ``head``."""
+        prev, seq = head[0], head[1] + 1
+        digest = digest_of(prev, seq, type, self.schema, at_ms, data)
+        args = (prev, seq, type, self.schema, at_ms, data, digest, lease, write_id, memory_ms)
+        return args, digest
+
+    def event(self, key: str, entry_id: bytes | str, fields: dict[bytes, bytes]) -> Event:
+        """A stream entry as an Event (payload decoded). IntegrityError if a field is
+        missing or malformed."""
+        eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+        try:
+            seq, schema, at_ms = int(fields[b"n"]), int(fields[b"s"]), int(fields[b"at"])
+            kind, prev, digest = fields[b"t"].decode(), fields[b"prev"].decode(), fields[b"d"]
+            data = fields[b"p"]
+        except (KeyError, ValueError, UnicodeDecodeError) as exc:
+            raise IntegrityError(f"event {eid} of {key!r} is malformed: {exc!r:.120}") from None
+        return Event(
+            eid,
+            kind,
+            self.codec.decode(data, key.encode("utf-8")),
+            dt.datetime.fromtimestamp(at_ms / 1000, tz=dt.timezone.utc),
+            prev,
+            digest.decode("ascii", "replace"),
+            seq,
+            schema,
+        )
+
+    def verify(
+        self, key: str, anchor: tuple[str, int], entries: Iterable[tuple[Any, dict[bytes, bytes]]]
+    ) -> Verification:
+        """Recompute the chain from ``anchor`` (digest, position: "" and 0 untrimmed)
+        over the stream's entries, oldest first. Needs no codec key: it hashes bytes."""
+        prev, seq = anchor
+        count, first_bad, problems = 0, None, []
+        for entry_id, fields in entries:
+            count += 1
+            eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+            problem = _check(prev, seq, fields)
+            if problem is not None:
+                first_bad = first_bad or eid
+                problems.append(f"event {eid}: {problem}")
+            prev = fields.get(b"d", b"").decode("ascii", "replace")
+            seq = _int(fields.get(b"n"), seq + 1)
+        return Verification(not problems, count, first_bad, tuple(problems))
+
+
+def _int(raw: bytes | None, default: int) -> int:
+    try:
+        return int(raw) if raw is not None else default
+    except ValueError:
+        return default
+
+
+def _check(prev: str, seq: int, fields: dict[bytes, bytes]) -> str | None:
+    """Why this entry does not continue the chain (prev, seq) — or None."""
+    missing = [n for n in (b"n", b"t", b"s", b"at", b"p", b"prev", b"d") if n not in fields]
+    if missing:
+        return f"missing fields {b','.join(missing).decode()}"
+    if fields[b"prev"].decode("ascii", "replace") != prev:
+        return "does not follow the event before it (an event was removed or reordered)"
+    if _int(fields[b"n"], -1) != seq + 1:
+        return f"is at position {fields[b'n'].decode(errors='replace')}, expected {seq + 1}"
+    digest = fields[b"d"]
+    if not _HEX64.fullmatch(digest):
+        return "has a malformed digest"
+    try:
+        want = digest_of(
+            prev,
+            seq + 1,
+            fields[b"t"].decode(),
+            int(fields[b"s"]),
+            int(fields[b"at"]),
+            fields[b"p"],
+        )
+    except (ValueError, UnicodeDecodeError):
+        return "has a malformed field"
+    if want.encode() != digest:
+        return "does not match its digest (edited)"
+    return None

@@ -1,0 +1,292 @@
+"""Audit events on every backend (this file has a generated sync twin): the hash chain,
+concurrent appenders, folding, and every kind of tampering verify() must catch."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from redistate import (
+    AsyncStore,
+    EncryptedCodec,
+    Event,
+    InvalidId,
+    LockLost,
+    StateTooLarge,
+)
+from redistate._io import async_join, async_spawn
+from redistate.events import digest_of
+from tests.conftest import Backend
+from tests.roundtrips import server_reads
+
+Entries = list[tuple[bytes, dict[bytes, bytes]]]
+
+
+async def appended(store: AsyncStore, entity: str = "t1") -> list[Event]:
+    ev = store.events
+    return [
+        await ev.append(entity, "initialized", {"name": "ann", "plan": "free"}),
+        await ev.append(entity, "updated", {"plan": "pro", "tags": ["a"]}),
+        await ev.append(entity, "tool_called", {"tool": "search", "q": "x"}),
+        await ev.append(entity, "updated", {"prefs": {"lang": "zh"}}),
+        await ev.append(entity, "deleted", ["tags"]),
+    ]
+
+
+def entries(backend: Backend, key: str) -> Entries:
+    raw = backend.raw()
+    try:
+        return list(raw.xrange(key, "-", "+"))
+    finally:
+        raw.close()
+
+
+def rebuild(backend: Backend, key: str, new: Entries) -> None:
+    """Replace the stream with ``new`` (explicit ids, in order): what someone with
+    write access to Redis or to a backup can do."""
+    raw = backend.raw()
+    try:
+        raw.delete(key)
+        for eid, fields in new:
+            raw.xadd(key, fields, id=eid)
+    finally:
+        raw.close()
+
+
+# -- the chain -----------------------------------------------------------------------------
+
+
+async def test_events_chain_and_read_back(store: AsyncStore) -> None:
+    events = await appended(store)
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5]
+    assert events[0].prev == ""
+    assert all(b.prev == a.digest for a, b in itertools.pairwise(events))
+    assert len({e.digest for e in events}) == 5
+    read = await store.events.read("t1")
+    assert read == events  # the returned Events are what is stored
+    assert await store.events.read("t1", start=events[1].id, end=events[3].id) == events[1:4]
+    assert await store.events.read("nobody") == []
+    check = await store.events.verify("t1")
+    assert check.ok and check.count == 5 and check.first_bad is None
+
+
+async def test_fold_with_the_default_reducer_and_until(store: AsyncStore) -> None:
+    events = await appended(store)
+    assert await store.events.fold("t1") == {
+        "name": "ann",
+        "plan": "pro",
+        "prefs": {"lang": "zh"},
+    }
+    assert await store.events.fold("t1", until=events[1].id) == {
+        "name": "ann",
+        "plan": "pro",
+        "tags": ["a"],
+    }  # inclusive of that event
+    assert await store.events.fold("t1", until=events[0].id) == {"name": "ann", "plan": "free"}
+    assert await store.events.fold("nobody") == {}
+
+
+async def test_fold_with_a_reducer_of_ones_own(store: AsyncStore) -> None:
+    await appended(store)
+
+    def count_types(state: Any, event: Event) -> Any:
+        return {**state, event.type: state.get(event.type, 0) + 1}
+
+    assert await store.events.fold("t1", count_types) == {
+        "initialized": 1,
+        "updated": 2,
+        "tool_called": 1,
+        "deleted": 1,
+    }
+
+
+async def test_a_second_store_appends_after_the_first_without_forking(
+    store: AsyncStore, backend: Backend, namespace: str
+) -> None:
+    other = AsyncStore(backend.async_client(), namespace=namespace)
+    try:
+        await store.events.append("t1", "a", 1)
+        await other.events.append("t1", "b", 2)  # knows nothing: learns the end, retries
+        await store.events.append("t1", "c", 3)  # its remembered end is stale: retries
+        await other.events.append("t1", "d", 4)
+    finally:
+        await other.aclose()
+    assert [e.payload for e in await store.events.read("t1")] == [1, 2, 3, 4]
+    assert (await store.events.verify("t1")).ok
+
+
+async def test_concurrent_appenders_never_fork_the_chain(
+    store: AsyncStore, backend: Backend, namespace: str
+) -> None:
+    stores = [store] + [AsyncStore(backend.async_client(), namespace=namespace) for _ in range(3)]
+    per = 15
+
+    def writer(s: AsyncStore, w: int) -> Callable[[], Any]:
+        async def run() -> None:
+            for i in range(per):
+                await s.events.append("shared", "updated", {f"w{w}-{i}": i})
+
+        return run
+
+    handles = [async_spawn(writer(s, w), f"writer-{w}") for w, s in enumerate(stores * 2)]
+    for handle in handles:
+        await async_join(handle)
+    for s in stores[1:]:
+        await s.aclose()
+    events = await store.events.read("shared")
+    assert len(events) == 8 * per
+    assert [e.seq for e in events] == list(range(1, 8 * per + 1))
+    assert (await store.events.verify("shared")).ok
+    folded = await store.events.fold("shared")
+    assert len(folded) == 8 * per  # every append is in the state once
+
+
+async def test_one_writer_appends_in_one_round_trip(
+    server_store: AsyncStore, server_backend: Backend
+) -> None:
+    await server_store.events.append("t1", "warm", 0)  # learns the (empty) end
+    raw = server_backend.raw()
+    try:
+        before = server_reads(raw)
+        for i in range(20):
+            await server_store.events.append("t1", "updated", {"i": i})
+        reads = server_reads(raw) - before - 1  # minus the second INFO
+    finally:
+        raw.close()
+    assert reads == 20
+
+
+async def test_an_encrypted_chain_verifies_without_the_key(
+    backend: Backend, namespace: str
+) -> None:
+    sealed = AsyncStore(
+        backend.async_client(),
+        namespace=namespace,
+        codec=EncryptedCodec({"k1": os.urandom(32)}, primary="k1"),
+    )
+    blind = AsyncStore(backend.async_client(), namespace=namespace)
+    try:
+        await appended(sealed)
+        raw = entries(backend, sealed.keys.events("t1"))
+        assert all(fields[b"p"].startswith(b"E1:k1:") for _, fields in raw)
+        assert b"ann" not in b"".join(fields[b"p"] for _, fields in raw)
+        check = await blind.events.verify("t1")  # hashes bytes: no key needed
+        assert check.ok and check.count == 5
+        assert (await sealed.events.fold("t1"))["name"] == "ann"
+    finally:
+        await sealed.aclose()
+        await blind.aclose()
+
+
+# -- bad input and leases ------------------------------------------------------------------
+
+
+async def test_bad_input_is_refused_and_writes_nothing(store: AsyncStore, backend: Backend) -> None:
+    await store.events.append("t1", "ok", 1)
+    before = entries(backend, store.keys.events("t1"))
+    with pytest.raises(ValueError, match="event type 'bad type' must be 1-64 chars"):
+        await store.events.append("t1", "bad type", 1)
+    with pytest.raises(ValueError, match="must be 1-64 chars"):
+        await store.events.append("t1", "x" * 65, 1)
+    with pytest.raises(InvalidId):
+        await store.events.append("", "ok", 1)
+    with pytest.raises(StateTooLarge):
+        await store.events.append("t1", "ok", "x" * (2 * 1024 * 1024))
+    with pytest.raises(TypeError):
+        await store.events.append("t1", "ok", object())
+    assert entries(backend, store.keys.events("t1")) == before
+
+
+async def test_a_guarded_append_needs_the_lease(store: AsyncStore, backend: Backend) -> None:
+    lease = await store.lock("t1", ttl=30, renew=False).acquire()
+    event = await store.events.append("t1", "step", {"n": 1}, lease=lease)
+    assert event.seq == 1
+    await lease.release()
+    taken = await store.lock("t1", ttl=30, renew=False).acquire()
+    with pytest.raises(LockLost):
+        await store.events.append("t1", "step", {"n": 2}, lease=lease)
+    assert len(entries(backend, store.keys.events("t1"))) == 1
+    await taken.release()
+
+
+# -- tampering -----------------------------------------------------------------------------
+
+
+def _remove(at: int) -> Callable[[Entries], Entries]:
+    return lambda es: es[:at] + es[at + 1 :]
+
+
+def _swap(es: Entries) -> Entries:
+    """Events 2 and 3 change places; the ids stay increasing."""
+    return [es[0], (es[1][0], es[2][1]), (es[2][0], es[1][1]), *es[3:]]
+
+
+def _edit(field: bytes, value: bytes, redigest: bool = False) -> Callable[[Entries], Entries]:
+    def edit(es: Entries) -> Entries:
+        eid, fields = es[2]
+        fields = {**fields, field: value}
+        if redigest:  # a forger who recomputes this event's digest too
+            fields[b"d"] = digest_of(
+                fields[b"prev"].decode(),
+                int(fields[b"n"]),
+                fields[b"t"].decode(),
+                int(fields[b"s"]),
+                int(fields[b"at"]),
+                fields[b"p"],
+            ).encode()
+        return [*es[:2], (eid, fields), *es[3:]]
+
+    return edit
+
+
+def _insert(es: Entries) -> Entries:
+    """A copy of event 3 with another payload after it (ids renumbered to make room)."""
+    forged = {**es[2][1], b"p": b'{"tool":"transfer"}'}
+    fields = [f for _, f in es[:3]] + [forged] + [f for _, f in es[3:]]
+    return [(f"1-{i}".encode(), f) for i, f in enumerate(fields, 1)]
+
+
+TAMPERING: dict[str, tuple[Callable[[Entries], Entries], int]] = {
+    # case -> (what is done to the stream, index of the first event verify must name)
+    "remove the first event": (_remove(0), 0),
+    "remove a middle event": (_remove(2), 2),
+    "reorder two events": (_swap, 1),
+    "edit a payload": (_edit(b"p", b'{"tool":"transfer"}'), 2),
+    "edit a payload and its digest": (_edit(b"p", b'{"tool":"transfer"}', redigest=True), 3),
+    "edit the type": (_edit(b"t", b"updated"), 2),
+    "edit the time": (_edit(b"at", b"1000000000000"), 2),
+    "edit the position": (_edit(b"n", b"7"), 2),
+    "edit the digest": (_edit(b"d", b"0" * 64), 2),
+    "drop a field": (lambda es: [*es[:2], (es[2][0], {**es[2][1]} | {b"n": b""}), *es[3:]], 2),
+    "insert a forged event": (_insert, 3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAMPERING))
+async def test_tampering_is_detected_where_it_happened(
+    store: AsyncStore, backend: Backend, case: str
+) -> None:
+    await appended(store)
+    key = store.keys.events("t1")
+    original = entries(backend, key)
+    change, bad = TAMPERING[case]
+    changed = change(original)
+    rebuild(backend, key, changed)
+    check = await store.events.verify("t1")
+    assert not check.ok, case
+    assert check.first_bad == changed[bad][0].decode(), (case, check.problems)
+    assert check.count == len(changed) and check.problems
+
+
+async def test_a_verified_chain_still_verifies_after_a_rebuild_of_the_same_entries(
+    store: AsyncStore, backend: Backend
+) -> None:
+    """The control for the tampering cases: rebuilding changes nothing by itself."""
+    await appended(store)
+    key = store.keys.events("t1")
+    rebuild(backend, key, entries(backend, key))
+    assert (await store.events.verify("t1")).ok
