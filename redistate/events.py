@@ -22,7 +22,7 @@ from .codec import Codec
 from .errors import IntegrityError
 from .mergepatch import merge_patch
 
-__all__ = ["Event", "EventSpec", "Reducer", "canonical", "default_reducer"]
+__all__ = ["Anchor", "Event", "EventSpec", "Reducer", "canonical", "default_reducer"]
 
 _TYPE_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _HEX64: Final = re.compile(rb"[0-9a-f]{64}")
@@ -77,6 +77,18 @@ def check_type(value: object) -> str:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """Where a trimmed chain continues: the last removed event's id, digest and
+    position, and the state folded up to it ({} and "" when nothing was trimmed)."""
+
+    id: str
+    digest: str
+    seq: int
+    state: Any
+    removed: int
+
+
 class EventSpec:
     """The events' settings and every non-I/O step of their operations."""
 
@@ -110,6 +122,47 @@ class EventSpec:
         digest = digest_of(prev, seq, type, self.schema, at_ms, data)
         args = (prev, seq, type, self.schema, at_ms, data, digest, lease, write_id, memory_ms)
         return args, digest
+
+    def anchor(self, key: str, fields: dict[bytes, bytes]) -> Anchor:
+        """The anchor hash (HGETALL reply) of the stream at ``key``."""
+        if not fields:
+            return Anchor("", "", 0, {}, 0)
+        try:
+            return Anchor(
+                fields[b"id"].decode(),
+                fields[b"digest"].decode(),
+                int(fields[b"seq"]),
+                self.codec.decode(fields[b"state"], key.encode("utf-8")),
+                int(fields.get(b"removed", b"0")),
+            )
+        except (KeyError, ValueError, UnicodeDecodeError) as exc:
+            raise IntegrityError(f"the trim anchor of {key!r} is malformed: {exc!r:.80}") from None
+
+    @staticmethod
+    def cut(
+        entries: list[tuple[Any, dict[bytes, bytes]]],
+        *,
+        keep: int | None,
+        older_than: float | None,
+        now: float,
+    ) -> int:
+        """How many of the oldest ``entries`` a trim removes."""
+        if keep is not None:
+            if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+                raise ValueError(f"keep must be an int >= 0, got {keep!r}")
+            return max(0, len(entries) - keep)
+        if isinstance(older_than, bool) or not isinstance(older_than, int | float):
+            raise ValueError(f"older_than must be seconds (a number), got {older_than!r}")
+        if not 0 <= older_than < 1e10:
+            raise ValueError(f"older_than must be from 0 to 1e10 seconds, got {older_than!r}")
+        limit_ms = (now - older_than) * 1000
+        count = 0
+        for entry_id, _ in entries:
+            eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+            if int(eid.partition("-")[0]) >= limit_ms:
+                break
+            count += 1
+        return count
 
     def event(self, key: str, entry_id: bytes | str, fields: dict[bytes, bytes]) -> Event:
         """A stream entry as an Event (payload decoded). IntegrityError if a field is

@@ -33,6 +33,7 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "checkpoint_delete": ("_envelope",),
     "checkpoint_recode": (),
     "event_append": ("_envelope",),
+    "event_trim": (),
     "read_lists": (),
     "import_record": ("_envelope",),
     "import_task": ("_envelope",),

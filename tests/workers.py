@@ -192,3 +192,14 @@ def append_writes(
         "resends": conn.resends,
         "recovered": conn.recovered,
     }
+
+
+def append_events(
+    url: str, namespace: str, entity: str, worker: int, count: int, barrier: Any
+) -> list[int]:
+    """Append ``count`` events to one shared chain; return the positions they got."""
+    store = Store.from_url(url, namespace=namespace)
+    barrier.wait()
+    seqs = [store.events.append(entity, "updated", {f"w{worker}-{i}": i}).seq for i in range(count)]
+    store.close()
+    return seqs

@@ -9,7 +9,7 @@ from typing import Any
 from .._backoff import backoff_delay
 from .._io import async_sleep
 from ..checkpoints import Verification
-from ..errors import ConflictError
+from ..errors import ConflictError, IntegrityError
 from ..events import Event, EventSpec, Reducer, check_type, default_reducer
 from ..keys import KeySpace
 from ..leases import guard_args
@@ -20,6 +20,7 @@ from ._client import AsyncConnection
 __all__ = ["AsyncEvents"]
 
 _APPEND = script("event_append")
+_TRIM = script("event_trim")
 _PAGE = 1000  # stream entries per read
 _HEADS = 4096  # chain ends remembered per store (cleared when full)
 
@@ -109,23 +110,76 @@ class AsyncEvents:
         """Recompute the whole chain (from the trim anchor, if trimmed): ``ok`` False and
         ``first_bad`` the first event that was removed around, reordered or edited."""
         key = self.keys.events(entity)
-        anchor = await self._conn.hgetall(self.keys.events_anchor(entity))
-        start = (anchor.get(b"digest", b"").decode(), int(anchor.get(b"seq", b"0") or 0))
+        anchor = self.spec.anchor(key, await self._conn.hgetall(self.keys.events_anchor(entity)))
         entries = [entry async for entry in self._entries(key)]
-        return self.spec.verify(key, start, entries)
+        return self.spec.verify(key, (anchor.digest, anchor.seq), entries)
 
     async def fold(
         self, entity: str, reducer: Reducer | None = None, until: str | None = None
     ) -> Any:
         """The state the events describe, up to and including event ``until`` (a stream
         id; None: all): ``reducer(state, event)`` from {} (default: initialized /
-        updated / deleted, see redistate.events.default_reducer)."""
+        updated / deleted, see redistate.events.default_reducer). After a trim, from
+        the state the default reducer had folded up to the last removed event.
+
+        Raises:
+            ValueError: ``until`` names an event that was trimmed.
+        """
         reduce = reducer or default_reducer
         key = self.keys.events(entity)
-        state: Any = {}
+        anchor = self.spec.anchor(key, await self._conn.hgetall(self.keys.events_anchor(entity)))
+        if until is not None and anchor.id and _id_key(until) <= _id_key(anchor.id):
+            raise ValueError(f"events of {entity!r} up to {anchor.id} were trimmed; {until} too")
+        state: Any = anchor.state
         async for eid, fields in self._entries(key, "-", until or "+"):
             state = reduce(state, self.spec.event(key, eid, fields))
         return state
+
+    async def trim(
+        self, entity: str, *, keep: int | None = None, older_than: float | None = None
+    ) -> int:
+        """Remove the oldest events — all but the newest ``keep``, or those appended
+        more than ``older_than`` seconds ago — after verifying them; an anchor keeps
+        the chain verifiable and ``fold`` complete. Returns how many were removed.
+
+        Raises:
+            ValueError: neither or both of ``keep`` / ``older_than``, or a bad value.
+            IntegrityError: the events to remove do not verify (nothing is removed:
+                trimming must not erase the evidence).
+        """
+        if (keep is None) == (older_than is None):
+            raise ValueError("trim takes keep= or older_than=, one of them")
+        key = self.keys.events(entity)
+        anchor_key = self.keys.events_anchor(entity)
+        anchor = self.spec.anchor(key, await self._conn.hgetall(anchor_key))
+        entries = [entry async for entry in self._entries(key)]
+        cut = self.spec.cut(entries, keep=keep, older_than=older_than, now=time.time())
+        if cut == 0:
+            return 0
+        gone = entries[:cut]
+        check = self.spec.verify(key, (anchor.digest, anchor.seq), gone)
+        if not check.ok:
+            raise IntegrityError(
+                f"not trimming {entity!r}: the events to remove do not verify "
+                f"(first bad {check.first_bad}: {check.problems[0]})"
+            )
+        state = anchor.state
+        for eid, fields in gone:
+            state = default_reducer(state, self.spec.event(key, eid, fields))
+        last_id, last = gone[-1]
+        args = (
+            last_id.decode() if isinstance(last_id, bytes) else last_id,
+            last[b"d"],
+            last[b"n"],
+            self.spec.encode(key, state),
+            cut,
+        )
+        return int(await self._conn.script(_TRIM, (key, anchor_key), args))
+
+
+def _id_key(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _fields(args: tuple[Any, ...]) -> dict[bytes, bytes]:

@@ -14,6 +14,7 @@ from redistate import (
     AsyncStore,
     EncryptedCodec,
     Event,
+    IntegrityError,
     InvalidId,
     LockLost,
     StateTooLarge,
@@ -290,3 +291,78 @@ async def test_a_verified_chain_still_verifies_after_a_rebuild_of_the_same_entri
     key = store.keys.events("t1")
     rebuild(backend, key, entries(backend, key))
     assert (await store.events.verify("t1")).ok
+
+
+# -- retention -----------------------------------------------------------------------------
+
+
+async def test_trim_keeps_the_chain_verifiable_and_the_fold_complete(
+    store: AsyncStore, backend: Backend
+) -> None:
+    events = await appended(store)
+    full = await store.events.fold("t1")
+    assert await store.events.trim("t1", keep=2) == 3
+    assert await store.events.read("t1") == events[3:]
+    check = await store.events.verify("t1")
+    assert check.ok and check.count == 2
+    assert await store.events.fold("t1") == full  # from the anchor's state on
+    with pytest.raises(ValueError, match="were trimmed"):
+        await store.events.fold("t1", until=events[1].id)
+    more = await store.events.append("t1", "updated", {"plan": "team"})
+    assert more.seq == 6 and more.prev == events[4].digest
+    assert await store.events.trim("t1", older_than=0) == 3  # everything, even the new one
+    assert await store.events.read("t1") == []
+    after = await store.events.append("t1", "updated", {"n": 1})
+    assert after.seq == 7 and after.prev == more.digest  # continues from the anchor
+    assert (await store.events.verify("t1")).ok
+    assert await store.events.fold("t1") == {**full, "plan": "team", "n": 1}
+    raw = backend.raw()
+    try:
+        anchor_key = store.keys.events_anchor("t1")
+        assert raw.hget(anchor_key, "removed") == b"6"
+        raw.hset(anchor_key, "digest", "0" * 64)  # the anchor edited: caught after it
+    finally:
+        raw.close()
+    check = await store.events.verify("t1")
+    assert not check.ok and check.first_bad == after.id
+
+
+async def test_trim_refuses_to_erase_tampered_events(store: AsyncStore, backend: Backend) -> None:
+    await appended(store)
+    key = store.keys.events("t1")
+    changed = _edit(b"p", b'{"tool":"transfer"}')(entries(backend, key))
+    rebuild(backend, key, changed)
+    with pytest.raises(IntegrityError, match="do not verify"):
+        await store.events.trim("t1", keep=1)
+    assert entries(backend, key) == changed  # nothing removed
+
+
+async def test_trim_arguments_are_checked_first(store: AsyncStore, backend: Backend) -> None:
+    await appended(store)
+    before = entries(backend, store.keys.events("t1"))
+    for kwargs in ({}, {"keep": 1, "older_than": 1}, {"keep": -1}, {"older_than": "1h"}):
+        with pytest.raises(ValueError):
+            await store.events.trim("t1", **kwargs)
+    assert entries(backend, store.keys.events("t1")) == before
+    assert await store.events.trim("t1", keep=10) == 0
+    assert await store.events.trim("nobody", keep=0) == 0
+
+
+async def test_concurrent_trims_remove_each_event_once(store: AsyncStore) -> None:
+    for i in range(12):
+        await store.events.append("t1", "updated", {f"k{i}": i})
+    removed: list[int] = []
+
+    def trimmer() -> Callable[[], Any]:
+        async def run() -> None:
+            removed.append(await store.events.trim("t1", keep=4))
+
+        return run
+
+    handles = [async_spawn(trimmer(), f"trim-{n}") for n in range(3)]
+    for handle in handles:
+        await async_join(handle)
+    assert sum(removed) == 8
+    check = await store.events.verify("t1")
+    assert check.ok and check.count == 4
+    assert len(await store.events.fold("t1")) == 12

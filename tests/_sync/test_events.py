@@ -15,6 +15,7 @@ from redistate import (
     Store,
     EncryptedCodec,
     Event,
+    IntegrityError,
     InvalidId,
     LockLost,
     StateTooLarge,
@@ -291,3 +292,78 @@ def test_a_verified_chain_still_verifies_after_a_rebuild_of_the_same_entries(
     key = store.keys.events("t1")
     rebuild(backend, key, entries(backend, key))
     assert (store.events.verify("t1")).ok
+
+
+# -- retention -----------------------------------------------------------------------------
+
+
+def test_trim_keeps_the_chain_verifiable_and_the_fold_complete(
+    store: Store, backend: Backend
+) -> None:
+    events = appended(store)
+    full = store.events.fold("t1")
+    assert store.events.trim("t1", keep=2) == 3
+    assert store.events.read("t1") == events[3:]
+    check = store.events.verify("t1")
+    assert check.ok and check.count == 2
+    assert store.events.fold("t1") == full  # from the anchor's state on
+    with pytest.raises(ValueError, match="were trimmed"):
+        store.events.fold("t1", until=events[1].id)
+    more = store.events.append("t1", "updated", {"plan": "team"})
+    assert more.seq == 6 and more.prev == events[4].digest
+    assert store.events.trim("t1", older_than=0) == 3  # everything, even the new one
+    assert store.events.read("t1") == []
+    after = store.events.append("t1", "updated", {"n": 1})
+    assert after.seq == 7 and after.prev == more.digest  # continues from the anchor
+    assert (store.events.verify("t1")).ok
+    assert store.events.fold("t1") == {**full, "plan": "team", "n": 1}
+    raw = backend.raw()
+    try:
+        anchor_key = store.keys.events_anchor("t1")
+        assert raw.hget(anchor_key, "removed") == b"6"
+        raw.hset(anchor_key, "digest", "0" * 64)  # the anchor edited: caught after it
+    finally:
+        raw.close()
+    check = store.events.verify("t1")
+    assert not check.ok and check.first_bad == after.id
+
+
+def test_trim_refuses_to_erase_tampered_events(store: Store, backend: Backend) -> None:
+    appended(store)
+    key = store.keys.events("t1")
+    changed = _edit(b"p", b'{"tool":"transfer"}')(entries(backend, key))
+    rebuild(backend, key, changed)
+    with pytest.raises(IntegrityError, match="do not verify"):
+        store.events.trim("t1", keep=1)
+    assert entries(backend, key) == changed  # nothing removed
+
+
+def test_trim_arguments_are_checked_first(store: Store, backend: Backend) -> None:
+    appended(store)
+    before = entries(backend, store.keys.events("t1"))
+    for kwargs in ({}, {"keep": 1, "older_than": 1}, {"keep": -1}, {"older_than": "1h"}):
+        with pytest.raises(ValueError):
+            store.events.trim("t1", **kwargs)
+    assert entries(backend, store.keys.events("t1")) == before
+    assert store.events.trim("t1", keep=10) == 0
+    assert store.events.trim("nobody", keep=0) == 0
+
+
+def test_concurrent_trims_remove_each_event_once(store: Store) -> None:
+    for i in range(12):
+        store.events.append("t1", "updated", {f"k{i}": i})
+    removed: list[int] = []
+
+    def trimmer() -> Callable[[], Any]:
+        def run() -> None:
+            removed.append(store.events.trim("t1", keep=4))
+
+        return run
+
+    handles = [sync_spawn(trimmer(), f"trim-{n}") for n in range(3)]
+    for handle in handles:
+        sync_join(handle)
+    assert sum(removed) == 8
+    check = store.events.verify("t1")
+    assert check.ok and check.count == 4
+    assert len(store.events.fold("t1")) == 12
