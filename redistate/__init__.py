@@ -19,6 +19,7 @@ from .errors import (
     LockTimeout,
     NotReplicated,
     RedistateError,
+    SchemaError,
     StateTooLarge,
     StepFailed,
     StepInterrupted,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from .encryption import EncryptedCodec
     from .events import Event
     from .keys import KeySpace
+    from .migrations import Migrations
     from .records import DEFAULT, Record
     from .retry import RetryPolicy
 
@@ -78,6 +80,7 @@ __all__ = [
     "EncryptedCodec",
     "JsonCodec",
     "KeySpace",
+    "Migrations",
     "RetryPolicy",
     # errors
     "CodecError",
@@ -89,6 +92,7 @@ __all__ = [
     "LockTimeout",
     "NotReplicated",
     "RedistateError",
+    "SchemaError",
     "StateTooLarge",
     "StepFailed",
     "StepInterrupted",
@@ -119,6 +123,7 @@ _LAZY = {
     "JsonCodec": ".codec",
     "EncryptedCodec": ".encryption",
     "KeySpace": ".keys",
+    "Migrations": ".migrations",
     "RetryPolicy": ".retry",
 }
 

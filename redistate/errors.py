@@ -12,6 +12,7 @@ __all__ = [
     "LockTimeout",
     "NotReplicated",
     "RedistateError",
+    "SchemaError",
     "StateTooLarge",
     "StepFailed",
     "StepInterrupted",
@@ -58,6 +59,11 @@ class StepFailed(RedistateError):
 
 class IntegrityError(RedistateError):
     """Stored bytes do not match their digest, or are not a redistate value."""
+
+
+class SchemaError(RedistateError):
+    """A stored value's schema this code cannot bring up to date: newer than it knows,
+    or older than its first registered migration step."""
 
 
 class StateTooLarge(RedistateError):

@@ -17,13 +17,23 @@ from typing import Any, Final, NamedTuple
 from ._ttl import MAX_TTL_SECONDS, check_ttl
 from .codec import Codec
 from .envelope import Envelope, frame, tail, unpack
-from .errors import ConflictError, StateTooLarge
+from .errors import ConflictError, SchemaError, StateTooLarge
 from .keys import KeySpace
 from .leases import guard_args
 from .mergelog import fold, frames, should_compact
 from .mergelog import frame as patch_frame
+from .migrations import Migrations
 
-__all__ = ["DEFAULT", "MAX_TTL_SECONDS", "Default", "Merged", "Record", "RecordSpec", "check_ttl"]
+__all__ = [
+    "DEFAULT",
+    "MAX_TTL_SECONDS",
+    "Compaction",
+    "Default",
+    "Merged",
+    "Record",
+    "RecordSpec",
+    "check_ttl",
+]
 
 
 class Default:
@@ -79,12 +89,22 @@ new_write_id: Final = _WriteIds()
 """A write id ([A-Za-z0-9_-], at most 32 chars), so a resent write is recognised."""
 
 
+class Compaction(NamedTuple):
+    """A stored value to rewrite in place (record_compact): its header tail, its length,
+    its data as stored and the schema that data is in."""
+
+    tail: bytes
+    length: int
+    data: Any
+    schema: int
+
+
 class Merged(NamedTuple):
-    """A record_merge reply made sense of: the record after the merge, and the arguments
-    of record_compact when this merge should fold the patches back (else None)."""
+    """A record_merge reply made sense of: the record after the merge, and what
+    record_compact needs when this merge should fold the patches back (else None)."""
 
     record: Record
-    compact: tuple[bytes, int, Any] | None  # folded value's tail, its length, the state
+    compact: Compaction | None
 
 
 def check_version(version: object, *, allow_zero: bool = True) -> int:
@@ -122,7 +142,16 @@ def _expiry(expires_ms: int) -> dt.datetime | None:
 class RecordSpec:
     """A collection's settings and every non-I/O step of its operations."""
 
-    __slots__ = ("_key_cache", "codec", "keys", "kind", "max_bytes", "schema", "ttl_ms")
+    __slots__ = (
+        "_key_cache",
+        "_migrations",
+        "_schema",
+        "codec",
+        "keys",
+        "kind",
+        "max_bytes",
+        "ttl_ms",
+    )
 
     def __init__(
         self,
@@ -133,15 +162,24 @@ class RecordSpec:
         ttl: float | None,
         max_bytes: int,
         schema: int = 1,
+        migrations: Migrations | None = None,
     ) -> None:
         self.keys = keys
         self.kind = kind
         self.codec = codec
         self.ttl_ms = check_ttl(ttl, "collection ttl")
         self.max_bytes = check_max_bytes(max_bytes)
-        self.schema = schema
+        self._schema = schema
+        self._migrations = migrations
         self._key_cache: dict[str, str] = {}
         keys.record_pattern(kind)  # validates the kind once, up front
+
+    @property
+    def schema(self) -> int:
+        """The schema this code writes: one past the last registered migration step."""
+        if self._migrations is None:
+            return self._schema
+        return self._migrations.current(self.kind)
 
     def guarded_keys(
         self, entity_id: str, key: str, lease: Any
@@ -266,11 +304,12 @@ class RecordSpec:
         if type(reply) is bytes:
             env = unpack(key, reply)
             parts = frames(key, env.payload)
-            data = fold(parts, self._decoder(key))
+            stored = fold(parts, self._decoder(key))
+            data = self._upgraded(key, env, stored)
             record = Record(entity_id, data, env.version, _expiry(env.expires_ms))
             due = should_compact(len(parts) - 1)
-            compact = (tail(env.schema, env.write_id), len(reply), data) if due else None
-            return Merged(record, compact)
+            compact = Compaction(tail(env.schema, env.write_id), len(reply), stored, env.schema)
+            return Merged(record, compact if due else None)
         if int(reply[0]) == 4:
             return None
         current = reply[2] if len(reply) > 2 else None
@@ -285,26 +324,59 @@ class RecordSpec:
         """KEYS of record_compact: the record and its recent writes."""
         return key, self.keys.writes(key)
 
-    def compact_args(
-        self, key: str, compact: tuple[bytes, int, Any], write_id: str, memory_ms: int = 0
-    ) -> Any:
+    def compaction(self, key: str, raw: bytes) -> Compaction:
+        """What rewriting the stored value ``raw`` in place needs: its tail, length, the
+        data as stored (folded, not migrated) and its schema (rotate-keys)."""
+        env = unpack(key, raw)
+        stored = self._stored(key, env)
+        return Compaction(tail(env.schema, env.write_id), len(raw), stored, env.schema)
+
+    def compact_args(self, key: str, compact: Compaction, write_id: str, memory_ms: int = 0) -> Any:
         """ARGV of record_compact, or None when the new payload is over ``max_bytes``
-        (a merge then folds by compare-and-set next time, which reports it)."""
-        folded_tail, length, data = compact
+        (a merge then folds by compare-and-set next time, which reports it). The value
+        keeps its schema: frames appended since are in that schema too."""
         try:
-            payload = self.encode(key, data)
+            payload = self.encode(key, compact.data)
         except StateTooLarge:
             return None
-        return (folded_tail, length, payload, tail(self.schema, write_id), memory_ms)
+        new_tail = tail(compact.schema, write_id)
+        return (compact.tail, compact.length, payload, new_tail, memory_ms)
+
+    def outdated(self, key: str, raw: bytes) -> bool:
+        """Whether the stored value ``raw`` is at an older schema than this code writes.
+
+        Raises:
+            SchemaError: it is at a newer one.
+        """
+        stored, current = unpack(key, raw).schema, self.schema
+        if stored > current:
+            raise SchemaError(
+                f"value at {key!r} has schema {stored}, newer than this code knows ({current})"
+            )
+        return stored < current
 
     def _decoder(self, key: str) -> Callable[[bytes], Any]:
         context = key.encode("utf-8")
         return lambda raw: self.codec.decode(raw, context)
 
-    def _data(self, key: str, env: Envelope) -> Any:
+    def _stored(self, key: str, env: Envelope) -> Any:
+        """The data as stored: patches folded, in the value's own schema."""
         if env.log:
             return fold(frames(key, env.payload), self._decoder(key))
         return self.codec.decode(env.payload, key.encode("utf-8"))
+
+    def _upgraded(self, key: str, env: Envelope, data: Any) -> Any:
+        if self._migrations is None:
+            if env.schema > self._schema:
+                raise SchemaError(
+                    f"value at {key!r} has schema {env.schema}, newer than this code "
+                    f"knows ({self._schema})"
+                )
+            return data
+        return self._migrations.upgrade(self.kind, env.schema, data, f"value at {key!r}")
+
+    def _data(self, key: str, env: Envelope) -> Any:
+        return self._upgraded(key, env, self._stored(key, env))
 
     def record(self, entity_id: str, key: str, raw: bytes | None) -> Record | None:
         """Decode a stored value (GET reply) into a Record."""

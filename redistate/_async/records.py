@@ -14,6 +14,7 @@ from ..mergepatch import merge_patch
 from ..records import (
     DEFAULT,
     TTL,
+    Compaction,
     Record,
     RecordSpec,
     check_attempts,
@@ -244,7 +245,7 @@ class AsyncCollection:
             await self._compact(key, merged.compact)
         return merged.record
 
-    async def _compact(self, key: str, compact: tuple[bytes, int, Any]) -> None:
+    async def _compact(self, key: str, compact: Compaction) -> None:
         """Fold the record's patches back (one script; it keeps what was appended since).
         Only a representation change: its failure is not the merge's, and a later due
         merge tries again."""
@@ -258,6 +259,21 @@ class AsyncCollection:
             # Unreachable, full (maxmemory) or anything else: raising here would tell the
             # caller that an applied merge failed, and a retry would apply it twice.
             pass
+
+    async def upgrade(self, id: str, *, lease: Any = None) -> bool:
+        """Write the record back at the schema this code writes (``store.migrations``),
+        if it is stored at an older one: a compare-and-set of the migrated data that
+        keeps its TTL. True if it was rewritten, False if already current or absent.
+
+        Raises:
+            SchemaError: the record is newer than this code knows.
+        """
+        key = self.spec.key(id)
+        raw = await self._conn.get(key)
+        if raw is None or not self.spec.outdated(key, raw):
+            return False
+        await self.update(id, lambda data: data, lease=lease)
+        return True
 
     async def touch(self, id: str, *, ttl: TTL = DEFAULT, lease: Any = None) -> bool:
         """Reset the TTL to ``ttl`` or the collection's (``None`` removes it); one script.

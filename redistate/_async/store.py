@@ -16,6 +16,7 @@ from ..durability import Durability
 from ..errors import InvalidId
 from ..events import EventSpec
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
+from ..migrations import Migrations
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
 from ._client import AsyncConnection
@@ -93,6 +94,7 @@ class AsyncStore:
         self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
+        self.migrations = Migrations()
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
         self.users = self._collection("user", ttl=None, max_bytes=max_bytes)
         self.events = AsyncEvents(
@@ -198,7 +200,9 @@ class AsyncStore:
         self, kind: str, *, ttl: float | None, max_bytes: int | None
     ) -> AsyncCollection:
         limit = self._max_bytes if max_bytes is None else max_bytes
-        spec = RecordSpec(self.keys, kind, self.codec, ttl=ttl, max_bytes=limit)
+        spec = RecordSpec(
+            self.keys, kind, self.codec, ttl=ttl, max_bytes=limit, migrations=self.migrations
+        )
         return AsyncCollection(self._conn, spec, attempts=self._attempts)
 
     def lock(

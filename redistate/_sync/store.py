@@ -17,6 +17,7 @@ from ..durability import Durability
 from ..errors import InvalidId
 from ..events import EventSpec
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
+from ..migrations import Migrations
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
 from ._client import Connection
@@ -94,6 +95,7 @@ class Store:
         self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
+        self.migrations = Migrations()
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
         self.users = self._collection("user", ttl=None, max_bytes=max_bytes)
         self.events = Events(
@@ -199,7 +201,9 @@ class Store:
         self, kind: str, *, ttl: float | None, max_bytes: int | None
     ) -> Collection:
         limit = self._max_bytes if max_bytes is None else max_bytes
-        spec = RecordSpec(self.keys, kind, self.codec, ttl=ttl, max_bytes=limit)
+        spec = RecordSpec(
+            self.keys, kind, self.codec, ttl=ttl, max_bytes=limit, migrations=self.migrations
+        )
         return Collection(self._conn, spec, attempts=self._attempts)
 
     def lock(

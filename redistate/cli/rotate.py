@@ -19,7 +19,7 @@ import typer
 
 from .. import RedistateError, Store
 from ..encryption import EncryptedCodec, key_id
-from ..envelope import tail, unpack
+from ..envelope import unpack
 from ..errors import InvalidId
 from ..mergelog import frames
 from ..records import new_write_id
@@ -106,14 +106,7 @@ def _rotate_record(
     if kind not in ("user", "session"):
         collection = store.collection(kind)
     spec = collection.spec
-    record = spec.record(entity, key, raw)
-    assert record is not None  # raw is not None
-    args = spec.compact_args(
-        key,
-        (tail(env.schema, env.write_id), len(raw), record.data),
-        new_write_id(),
-        store._conn.memory_ms,
-    )
+    args = spec.compact_args(key, spec.compaction(key, raw), new_write_id(), store._conn.memory_ms)
     if args is None:
         raise RedistateError(f"{key!r} re-encrypted would pass its max_bytes: not rotated")
     done = store._conn.script(_COMPACT, spec.compact_keys(key), args)

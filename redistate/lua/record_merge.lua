@@ -15,8 +15,9 @@ ARGV[7]  the most payload bytes the record may hold (frames included)
 returns  the stored value after the merge (header and frames): the caller folds it;
          {3, version, value}: a resend of a merge applied earlier with this version;
          nothing changed; value is the current one (absent: no third element);
-         {4, bytes}: the payload would grow to bytes, over ARGV[7]; nothing changed
-         (the caller merges by compare-and-set instead, which compacts).
+         {4, bytes}: not appended, nothing changed: the payload would grow to bytes,
+         over ARGV[7], or (bytes 0) the record is at another schema than ARGV[4]'s; the
+         caller merges by compare-and-set instead (which folds, migrates and compacts).
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value
          (a bad header, or a patched record without even a base frame), RSLOCKLOST if
          the lease no longer holds the lock. All before any write. The stored frames
@@ -50,6 +51,10 @@ local version, exp, upd, current_tail, log = rs_head(KEYS[1])
 if version == false then return rs_foreign(KEYS[1]) end
 local lost = rs_guard(KEYS[2], ARGV[5])
 if lost then return lost end
+if version and string.match(current_tail, '^(%d+),') ~= string.match(tail, '^(%d+),') then
+  -- Another schema: the patch cannot join its frames (the caller migrates by compare-and-set).
+  return {4, 0}
+end
 
 local now_us = rs_now_us()
 local now_ms = math.floor(now_us / 1000)

@@ -16,6 +16,7 @@ from redistate import (
     InvalidId,
     RedistateError,
     RetryPolicy,
+    SchemaError,
     StateTooLarge,
 )
 from redistate.scripts import script
@@ -789,6 +790,8 @@ async def test_python_and_lua_accept_the_same_headers(
         try:
             await op()
             outcomes[name] = True
+        except SchemaError:
+            outcomes[name] = True  # the header parsed; its schema is newer than the code
         except IntegrityError:
             outcomes[name] = False
             assert backend.raw().get(key) == raw  # refused: nothing changed

@@ -143,19 +143,13 @@ def test_a_put_resent_after_its_record_was_re_encoded_is_not_applied_again(
 ) -> None:
     """rotate-keys re-encodes a plain record in place (record_compact): the put's id
     leaves the header, and must still be known to a resend of that put."""
-    from redistate.envelope import tail, unpack
-
     spec = other.sessions.spec
     key = spec.key("s")
 
     def re_encode() -> None:
         raw = other._conn.get(key)
         assert raw is not None
-        env = unpack(key, raw)
-        data = spec.record("s", key, raw)
-        assert data is not None
-        compact = (tail(env.schema, env.write_id), len(raw), data.data)
-        args = spec.compact_args(key, compact, "reencode1", other._conn.memory_ms)
+        args = spec.compact_args(key, spec.compaction(key, raw), "reencode1", other._conn.memory_ms)
         assert other._conn.script(script("record_compact"), spec.compact_keys(key), args)
         other.sessions.put("s", {"by": "later"})
 

@@ -1,0 +1,114 @@
+"""Schema migrations on every backend (this file has a generated sync twin): old values
+read migrated, written back when asked, newer ones refused without a write."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from redistate import AsyncStore, SchemaError
+from redistate.envelope import unpack
+from tests.conftest import Backend
+
+
+def split_name(data: Any) -> Any:
+    first, _, last = data.pop("name").partition(" ")
+    return {**data, "first": first, "last": last}
+
+
+def add_locale(data: Any) -> Any:
+    return {**data, "locale": "en"}
+
+
+@pytest.fixture
+async def stores(backend: Backend, namespace: str) -> AsyncIterator[tuple[AsyncStore, AsyncStore]]:
+    """An old deployment (no steps) and a new one (users: 1 -> 2 -> 3)."""
+    old = AsyncStore(backend.async_client(), namespace=namespace)
+    new = AsyncStore(backend.async_client(), namespace=namespace)
+    new.migrations.register("users", 1, split_name)
+    new.migrations.register("users", 2, add_locale)
+    yield old, new
+    await old.aclose()
+    await new.aclose()
+
+
+def schema_of(backend: Backend, store: AsyncStore, id: str) -> int:
+    raw = backend.raw()
+    try:
+        key = store.keys.record("user", id)
+        return unpack(key, raw.get(key)).schema
+    finally:
+        raw.close()
+
+
+async def test_old_values_are_read_migrated(
+    stores: tuple[AsyncStore, AsyncStore], backend: Backend
+) -> None:
+    old, new = stores
+    await old.users.put("u1", {"name": "Ann Lee", "plan": "pro"})
+    want = {"first": "Ann", "last": "Lee", "plan": "pro", "locale": "en"}
+    got = await new.users.get("u1")
+    assert got is not None and got.data == want
+    assert (await new.users.get_many(["u1"]))["u1"].data == want  # type: ignore[union-attr]
+    assert schema_of(backend, new, "u1") == 1  # reading writes nothing
+    rec = await new.users.update("u1", lambda d: {**d, "plan": "team"})
+    assert rec.data == {**want, "plan": "team"}
+    assert schema_of(backend, new, "u1") == 3  # a write stamps the code's schema
+
+
+async def test_a_merge_onto_an_old_record_migrates_it_first(
+    stores: tuple[AsyncStore, AsyncStore], backend: Backend
+) -> None:
+    old, new = stores
+    await old.users.put("u1", {"name": "Ann Lee"})
+    await old.users.merge("u1", {"plan": "free"})  # a patched record at schema 1
+    rec = await new.users.merge("u1", {"plan": "pro"})  # by compare-and-set, migrated
+    assert rec.data == {"first": "Ann", "last": "Lee", "plan": "pro", "locale": "en"}
+    assert schema_of(backend, new, "u1") == 3
+    again = await new.users.merge("u1", {"vip": True})  # now appended at schema 3
+    assert again.data == {**rec.data, "vip": True}
+    assert await new.users.get("u1") == again
+
+
+async def test_upgrade_writes_back_once_and_keeps_the_ttl(backend: Backend, namespace: str) -> None:
+    old = AsyncStore(backend.async_client(), namespace=namespace)
+    new = AsyncStore(backend.async_client(), namespace=namespace)
+    new.migrations.register("sessions", 1, add_locale)
+    try:
+        await old.sessions.put("s1", {"turn": 1}, ttl=600)
+        before = await old.sessions.get("s1")
+        assert before is not None
+        assert await new.sessions.upgrade("s1") is True
+        after = await new.sessions.get("s1")
+        assert after is not None and after.data == {"turn": 1, "locale": "en"}
+        assert after.version > before.version and after.expires_at == before.expires_at
+        assert await new.sessions.upgrade("s1") is False  # current: nothing written
+        assert (await new.sessions.get("s1")) == after
+        assert await new.sessions.upgrade("nobody") is False
+    finally:
+        await old.aclose()
+        await new.aclose()
+
+
+async def test_a_value_newer_than_the_code_is_refused_and_left_alone(
+    stores: tuple[AsyncStore, AsyncStore], backend: Backend
+) -> None:
+    old, new = stores
+    await new.users.put("u1", {"first": "Ann", "last": "Lee", "locale": "en"})
+    raw = backend.raw()
+    try:
+        key = new.keys.record("user", "u1")
+        stored = raw.get(key)
+        with pytest.raises(SchemaError, match="has schema 3, newer than this code knows"):
+            await old.users.get("u1")
+        with pytest.raises(SchemaError):
+            await old.users.update("u1", lambda d: {**d, "x": 1})
+        with pytest.raises(SchemaError):
+            await old.users.merge("u1", {"x": 1})  # another schema: by compare-and-set
+        with pytest.raises(SchemaError):
+            await old.users.upgrade("u1")
+        assert raw.get(key) == stored  # nothing written, no field dropped
+    finally:
+        raw.close()

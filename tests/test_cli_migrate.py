@@ -1,0 +1,79 @@
+"""``redistate migrate --using module:function`` on real servers."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from redistate import Store
+from redistate.envelope import unpack
+from tests.cli import run
+from tests.conftest import Backend
+
+STEPS = """
+def split_name(data):
+    first, _, last = data.pop("name").partition(" ")
+    return {**data, "first": first, "last": last}
+
+
+def register(migrations):
+    migrations.register("users", 1, split_name)
+    migrations.register("notes", 1, lambda d: {**d, "v": 2})
+"""
+
+
+def _env(path: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": f"{path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def test_migrate_writes_back_every_old_record(
+    server_backend: Backend, namespace: str, tmp_path: Path
+) -> None:
+    (tmp_path / "mysteps.py").write_text(STEPS, encoding="utf-8")
+    store = Store(server_backend.sync_client(), namespace=namespace)
+    for i in range(1200):  # more than two batches
+        store.users.put(f"u{i}", {"name": f"Ann Lee{i}"})
+    store.collection("notes").put("n1", {"text": "x"}, ttl=600)
+    store.sessions.put("s1", {"turn": 1})  # no steps for sessions: current already
+    store.events.append("t1", "initialized", {})  # not a record: left alone
+    args = ["--url", server_backend.url, "--namespace", namespace, "migrate"]
+
+    done = run(*args, "--using", "mysteps:register", "--json", env=_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"upgraded": 1201, "current": 1, "newer": 0}
+    raw: Any = store._conn.client
+    for key in (store.keys.record("user", "u7"), store.keys.record("notes", "n1")):
+        assert unpack(key, raw.get(key)).schema == 2
+    assert 0 < raw.pttl(store.keys.record("notes", "n1")) <= 600_000  # TTL kept
+    new = Store(server_backend.sync_client(), namespace=namespace)
+    new.migrations.register("users", 1, lambda d: d)  # reads at schema 2 as they are
+    got = new.users.get("u7")
+    assert got is not None and got.data == {"first": "Ann", "last": "Lee7"}
+
+    again = run(*args, "--using", "mysteps:register", "--json", env=_env(tmp_path))
+    assert json.loads(again.stdout) == {"upgraded": 0, "current": 1202, "newer": 0}
+
+    # Code that knows fewer steps than the data: reported, exit 1, nothing written.
+    (tmp_path / "oldsteps.py").write_text("def register(m):\n    pass\n", encoding="utf-8")
+    before = raw.get(store.keys.record("user", "u7"))
+    older = run(*args, "--using", "oldsteps:register", "--json", env=_env(tmp_path))
+    assert older.returncode == 1
+    assert json.loads(older.stdout.splitlines()[0])["newer"] == 1201
+    assert "record(s) are newer than the registered steps" in older.stderr
+    assert raw.get(store.keys.record("user", "u7")) == before
+    store.close()
+    new.close()
+
+
+def test_migrate_needs_a_function_it_can_import(server_backend: Backend, namespace: str) -> None:
+    args = ["--url", server_backend.url, "--namespace", namespace, "migrate", "--using"]
+    for spec, message in (
+        ("nocolon", "must be module:function"),
+        ("no_such_module_x:register", "cannot import 'no_such_module_x'"),
+        ("json:no_such_function", "json has no function 'no_such_function'"),
+    ):
+        done = run(*args, spec)
+        assert done.returncode == 2, (spec, done.stderr)
+        assert message in done.stderr
