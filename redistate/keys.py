@@ -133,6 +133,11 @@ class KeySpace:
         """Every key of a task: checkpoint list, id list, delta log."""
         return self.task(task_id), self.task_ids(task_id), self.task_log(task_id)
 
+    def user_index(self, user_id: str) -> str:
+        """What is registered to a user (``put(..., user=)`` and friends), a set of
+        ``<kind>:<id>``: ``ns:user:{id}:owns``, in the user's hash slot."""
+        return f"{self.namespace}:user:{{{escape_id(user_id)}}}:owns"
+
     def events(self, entity: str) -> str:
         """Audit events of an entity, a stream: ``ns:events:{id}`` (the id's hash slot,
         like its lease, so a guarded append checks both in one script)."""

@@ -341,6 +341,18 @@ class AsyncConnection:
         except ERRORS as exc:
             return cast("dict[bytes, bytes]", await self._recover(exc, call, started))
 
+    async def idempotent(self, *args: Any) -> Any:
+        """One command that may safely run twice (SADD, SREM, SMEMBERS, DEL...),
+        retried like a read."""
+        if self._unready:
+            await self._ready()
+        started = time.monotonic()
+        call = functools.partial(self.client.execute_command, *args)
+        try:
+            return await call()
+        except ERRORS as exc:
+            return await self._recover(exc, call, started)
+
     async def pttl(self, key: str) -> int:
         if self._unready:
             await self._ready()

@@ -24,7 +24,7 @@ from ._connect import client_for
 from .checkpoints import AsyncCheckpoints
 from .events import AsyncEvents
 from .leases import AsyncLease
-from .records import AsyncCollection
+from .records import AsyncCollection, AsyncUsers
 from .runner import AsyncTaskRun
 
 __all__ = ["AsyncStore"]
@@ -96,7 +96,10 @@ class AsyncStore:
         self._attempts = update_attempts
         self.migrations = Migrations()
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
-        self.users = self._collection("user", ttl=None, max_bytes=max_bytes)
+        users = RecordSpec(
+            self.keys, "user", self.codec, ttl=None, max_bytes=max_bytes, migrations=self.migrations
+        )
+        self.users = AsyncUsers(self._conn, users, attempts=update_attempts)
         self.events = AsyncEvents(
             self._conn,
             self.keys,

@@ -342,6 +342,18 @@ class Connection:
         except ERRORS as exc:
             return cast("dict[bytes, bytes]", self._recover(exc, call, started))
 
+    def idempotent(self, *args: Any) -> Any:
+        """One command that may safely run twice (SADD, SREM, SMEMBERS, DEL...),
+        retried like a read."""
+        if self._unready:
+            self._ready()
+        started = time.monotonic()
+        call = functools.partial(self.client.execute_command, *args)
+        try:
+            return call()
+        except ERRORS as exc:
+            return self._recover(exc, call, started)
+
     def pttl(self, key: str) -> int:
         if self._unready:
             self._ready()

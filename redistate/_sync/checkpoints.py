@@ -16,9 +16,11 @@ from ..checkpoints import (
     new_checkpoint_id,
 )
 from ..durability import Durability
+from ..erasure import TASK, entry
 from ..records import DEFAULT, TTL, Default
 from ..scripts import script
 from ._client import Connection
+from .records import register
 
 __all__ = ["Checkpoints"]
 
@@ -56,6 +58,7 @@ class Checkpoints:
         ttl: TTL = DEFAULT,
         lease: Any = None,
         durability: Durability | None = None,
+        user: str | None = None,
     ) -> Checkpoint:
         """Push a checkpoint and trim the history to ``keep``, in one step.
 
@@ -68,6 +71,8 @@ class Checkpoints:
 
         ``keep`` caps the history for this call; ``ttl`` (seconds, or None for no
         expiry) applies to every key of the task, the store's ``task_ttl`` by default.
+        ``user=`` registers the task to that user first (one more round trip), so
+        ``store.users.erase(user)`` deletes it.
 
         Raises:
             StateTooLarge: the state's and metadata's JSON are over ``max_bytes``.
@@ -86,6 +91,8 @@ class Checkpoints:
         given = checkpoint_id is not None
         args = self.spec.save_args(cid, blob, keep, ttl_ms, fence, guard, memory_ms, given)
         replicas = self._conn.replicas(durability)
+        if user is not None:
+            register(self._conn, self.spec.keys, user, entry(TASK, task_id))
         reply = self._conn.script(_SAVE, keys, args, replicas=replicas)
         if reply[0] == 1:
             return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)

@@ -10,6 +10,7 @@ from typing import Any
 from .._backoff import backoff_delay
 from .._io import sync_sleep
 from ..checkpoints import Verification
+from ..erasure import EVENTS, entry
 from ..errors import ConflictError, IntegrityError
 from ..events import Event, EventSpec, Reducer, check_type, default_reducer
 from ..keys import KeySpace
@@ -17,6 +18,7 @@ from ..leases import guard_args
 from ..records import new_write_id
 from ..scripts import script
 from ._client import Connection
+from .records import register
 
 __all__ = ["Events"]
 
@@ -43,11 +45,14 @@ class Events:
         # the one writer of an entity is then one round trip.
         self._heads: dict[str, tuple[str, int]] = {}
 
-    def append(self, entity: str, type: str, payload: Any, *, lease: Any = None) -> Event:
+    def append(
+        self, entity: str, type: str, payload: Any, *, lease: Any = None, user: str | None = None
+    ) -> Event:
         """Add an event after the chain's current end: one script that appends only if
         the chain still ends where this store computed the digest from; otherwise it
         answers with the end, and the append is tried again from there (concurrent
-        appenders never fork the chain).
+        appenders never fork the chain). ``user=`` registers the entity's events to that
+        user first (one more round trip), so ``store.users.erase(user)`` deletes them.
 
         Raises:
             ValueError: a malformed type. InvalidId: a malformed entity id.
@@ -61,6 +66,8 @@ class Events:
         data = self.spec.encode(key, payload)
         keys = (key, self.keys.events_anchor(entity), lock_key, self.keys.writes(key))
         at_ms, write_id = time.time_ns() // 1_000_000, new_write_id()
+        if user is not None:
+            register(self._conn, self.keys, user, entry(EVENTS, entity))
         head = self._heads.get(entity, ("", 0))
         for attempt in range(self.attempts):
             args, digest = self.spec.append_args(
@@ -89,8 +96,8 @@ class Events:
     ) -> Iterator[tuple[bytes, dict[bytes, bytes]]]:
         while True:
             page = self._conn.xrange(key, start, end, _PAGE)
-            for entry in page:
-                yield entry
+            for item in page:
+                yield item
             if len(page) < _PAGE:
                 return
             last = page[-1][0]

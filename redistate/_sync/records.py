@@ -10,7 +10,9 @@ from typing import Any
 from .._backoff import backoff_delay
 from .._io import sync_resolve, sync_sleep
 from ..durability import Durability
+from ..erasure import ErasureReport, entity_keys, entry
 from ..errors import ConflictError, InvalidId, RedistateError
+from ..keys import KeySpace
 from ..mergepatch import merge_patch
 from ..records import (
     DEFAULT,
@@ -26,7 +28,7 @@ from ..records import (
 from ..scripts import script
 from ._client import Connection
 
-__all__ = ["Collection"]
+__all__ = ["Collection", "Users", "register"]
 
 # Seconds a compaction may spend retrying: the merge is done, so it must not keep the
 # caller waiting through an outage.
@@ -104,6 +106,7 @@ class Collection:
         if_version: int | None = None,
         lease: Any = None,
         durability: Durability | None = None,
+        user: str | None = None,
     ) -> Record:
         """Write ``data`` and its TTL in one step (one script call).
 
@@ -112,6 +115,8 @@ class Collection:
         LockLost, in the same step, unless the lease still holds the lock.
         ``durability="replicated"`` returns only once a replica has the write (the
         store's setting by default; see redistate.durability).
+        ``user=`` registers the record to that user first (one more round trip), so
+        ``store.users.erase(user)`` deletes it (see redistate.erasure).
         The returned Record holds ``data`` as passed; ``get`` returns it decoded.
 
         Raises:
@@ -125,6 +130,8 @@ class Collection:
         expected = None if if_version is None else check_version(if_version)
         ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
         replicas = self._conn.replicas(durability)
+        if user is not None:
+            register(self._conn, self.spec.keys, user, entry(self.spec.kind, id))
         return self._put(id, key, data, expected, ttl_ms, keep, lease, replicas)
 
     def _put(
@@ -319,3 +326,44 @@ class Collection:
                 yield keys.record_id(self.spec.kind, key)
             except InvalidId:
                 continue  # a foreign key that only looks like ours
+
+
+def register(conn: Connection, keys: KeySpace, user: str, item: str) -> None:
+    """Add ``item`` to ``user``'s index (before the write it registers)."""
+    conn.idempotent("SADD", keys.user_index(user), item)
+
+
+class Users(Collection):
+    """``store.users``: user records, and erasure of everything registered to a user."""
+
+    __slots__ = ()
+
+    def erase(self, user: str) -> ErasureReport:
+        """Delete every session, record, task and event registered to ``user``
+        (``user=`` on their writes), then the profile and the index; report what was
+        there. Not one atomic step on a cluster: see redistate.erasure.
+
+        Raises:
+            InvalidId: a malformed user id (nothing deleted).
+        """
+        keys = self.spec.keys
+        profile = self.spec.key(user)
+        index = keys.user_index(user)
+        report = ErasureReport(user)
+        done: set[str] = set()
+        while True:  # again until empty: catches what was registered meanwhile
+            members = self._conn.idempotent("SMEMBERS", index)
+            todo = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
+            todo = [item for item in todo if item not in done]
+            if not todo:
+                break
+            for item in todo:
+                data, memory = entity_keys(keys, item)
+                existed = int(self._conn.idempotent("DEL", *data))
+                self._conn.idempotent("DEL", memory)
+                report.note(item, existed > 0)
+                self._conn.idempotent("SREM", index, item)
+                done.add(item)
+        report.profile = int(self._conn.idempotent("DEL", profile)) > 0
+        self._conn.idempotent("DEL", keys.writes(profile), index)
+        return report

@@ -25,7 +25,7 @@ from ._connect import client_for
 from .checkpoints import Checkpoints
 from .events import Events
 from .leases import Lease
-from .records import Collection
+from .records import Collection, Users
 from .runner import TaskRun
 
 __all__ = ["Store"]
@@ -97,7 +97,10 @@ class Store:
         self._attempts = update_attempts
         self.migrations = Migrations()
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
-        self.users = self._collection("user", ttl=None, max_bytes=max_bytes)
+        users = RecordSpec(
+            self.keys, "user", self.codec, ttl=None, max_bytes=max_bytes, migrations=self.migrations
+        )
+        self.users = Users(self._conn, users, attempts=update_attempts)
         self.events = Events(
             self._conn,
             self.keys,

@@ -80,6 +80,9 @@ def export_command(
     if report.event_streams:
         streams = _count(report.event_streams, "audit event key")
         _say(f"left out {streams}: exporting events is not supported yet")
+    if report.user_indexes:
+        indexes = _count(report.user_indexes, "user index")
+        _say(f"left out {indexes} (what is registered to each user): not supported yet")
     if report.unknown_count:
         examples = ", ".join(report.unknown)
         _say(f"left out {report.unknown_count} keys redistate does not recognise: {examples}")

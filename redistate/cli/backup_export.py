@@ -62,6 +62,7 @@ class ExportReport:
     keys: int = 0  # keys the scan found in the namespace
     not_exported: int = 0  # held leases, wake lists, write memories
     event_streams: int = 0  # audit event streams: not in export format 1 yet
+    user_indexes: int = 0  # what is registered to each user: not in format 1 yet
     unknown: list[str] = field(default_factory=list)  # keys redistate did not recognise
     unknown_count: int = 0
 
@@ -73,6 +74,7 @@ class ExportReport:
             "keys": self.keys,
             "not_exported": self.not_exported,
             "event_streams_left_out": self.event_streams,
+            "user_indexes_left_out": self.user_indexes,
             "unknown": self.unknown_count,
             "unknown_keys": self.unknown,
         }
@@ -110,6 +112,9 @@ def _plan(keys: KeySpace, key: bytes, report: ExportReport) -> _Read | None:
         return None
     if kind == "events":
         report.event_streams += 1  # streams and anchors: not in export format 1 yet
+        return None
+    if kind == "user" and part == "owns":
+        report.user_indexes += 1
         return None
     if kind == "lock" or part == "writes":
         report.not_exported += 1  # held leases, wake lists, write memories
