@@ -167,3 +167,15 @@ def test_run_benchmark_quick_compares_every_peer_with_promised_round_trips(
     for png in ("history", "restore_deltas", "ids_keys", "throughput_processes"):
         assert (tmp_path / f"{png}.png").stat().st_size > 0
     assert "CPU:" in (tmp_path / "machine.txt").read_text(encoding="utf-8")
+
+
+def test_events_benchmark_runs_and_appends_in_one_round_trip() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "events.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for part in ("1. append vs raw XADD", "2. verify and fold", "3. AES-256-GCM"):
+        assert part in done.stdout, part
