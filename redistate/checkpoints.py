@@ -19,17 +19,18 @@ import secrets
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple
 
 import orjson
 
 from ._ttl import check_ttl
 from .codec import MAX_DEPTH, Codec, to_json_value
-from .errors import CodecError, IntegrityError, InvalidId, StateTooLarge
+from .errors import CodecError, IntegrityError, InvalidId, SchemaError, StateTooLarge
 from .keys import KeySpace
 from .leases import guard_args
 from .mergepatch import merge_patch
+from .migrations import Migrations
 from .records import Default, check_max_bytes
 
 __all__ = ["Checkpoint", "CheckpointSpec", "Restored", "new_checkpoint_id"]
@@ -105,7 +106,16 @@ def _digest(meta: bytes, state: bytes) -> str:
 class CheckpointSpec:
     """Settings of ``store.checkpoints`` and every non-I/O step of its operations."""
 
-    __slots__ = ("codec", "compress_above", "keep", "keys", "max_bytes", "max_deltas", "ttl_ms")
+    __slots__ = (
+        "_migrations",
+        "codec",
+        "compress_above",
+        "keep",
+        "keys",
+        "max_bytes",
+        "max_deltas",
+        "ttl_ms",
+    )
 
     def __init__(
         self,
@@ -117,9 +127,11 @@ class CheckpointSpec:
         max_bytes: int = 16 * 1024 * 1024,
         compress_above: int = 16 * 1024,
         max_deltas: int = 1000,
+        migrations: Migrations | None = None,
     ) -> None:
         self.keys = keys
         self.codec = codec
+        self._migrations = migrations
         self.keep = check_keep(keep)
         self.ttl_ms = check_ttl(ttl, "task ttl")
         # A checkpoint is one Redis string too (bools are not sizes).
@@ -132,6 +144,19 @@ class CheckpointSpec:
             raise ValueError(f"compress_above must be an int >= 0, got {compress_above!r}")
         self.compress_above = compress_above
         self.max_deltas = check_keep(max_deltas, "max_deltas")
+
+    @property
+    def schema(self) -> int:
+        """The schema states are saved with (``store.migrations``, kind "checkpoints")."""
+        return 1 if self._migrations is None else self._migrations.current("checkpoint")
+
+    def upgraded(self, schema: int, state: Any, where: str) -> Any:
+        """``state`` saved at ``schema``, brought to :attr:`schema` (SchemaError if newer)."""
+        if self._migrations is None:
+            if schema > 1:
+                raise SchemaError(f"{where} has schema {schema}, newer than this code knows (1)")
+            return state
+        return self._migrations.upgrade("checkpoint", schema, state, where)
 
     def task_keys(self, task_id: str) -> tuple[str, str, str]:
         return self.keys.task_keys(task_id)
@@ -193,6 +218,8 @@ class CheckpointSpec:
                     "phase": phase,
                     "progress": progress,
                     "metadata": stored_metadata,
+                    # Only past the first schema: checkpoints saved before keep their bytes.
+                    **({"schema": self.schema} if self.schema > 1 else {}),
                 },
                 option=orjson.OPT_SORT_KEYS,
             )
@@ -296,7 +323,16 @@ class CheckpointSpec:
     # -- reading --------------------------------------------------------------------
 
     def checkpoint(self, task_id: str, key: str, entry: bytes, blob: bytes | None) -> Checkpoint:
-        """Decode and verify one checkpoint. Raises IntegrityError if it is damaged."""
+        """Decode and verify one checkpoint, its state migrated to :attr:`schema`.
+        Raises IntegrityError if it is damaged, SchemaError if it is newer than this code."""
+        saved, schema = self._saved(task_id, key, entry, blob)
+        where = f"checkpoint {saved.id} of task {task_id!r}"
+        return replace(saved, state=self.upgraded(schema, saved.state, where))
+
+    def _saved(
+        self, task_id: str, key: str, entry: bytes, blob: bytes | None
+    ) -> tuple[Checkpoint, int]:
+        """One checkpoint as saved (state in its own schema), and that schema."""
         fields = _entry(task_id, entry)
         where = f"checkpoint {fields.id} of task {task_id!r}"
         head = None if blob is None else _BLOB_RE.match(blob)
@@ -314,7 +350,7 @@ class CheckpointSpec:
         meta = orjson.loads(meta_bytes)
         if meta.get("id") != fields.id:
             raise IntegrityError(f"{where} is stored next to another checkpoint's entry")
-        return Checkpoint(
+        saved = Checkpoint(
             **fields._asdict(),
             phase=meta.get("phase"),
             progress=meta.get("progress"),
@@ -322,6 +358,7 @@ class CheckpointSpec:
             metadata=meta.get("metadata") or {},
             digest=digest,
         )
+        return saved, _schema(meta, where)
 
     # -- re-encoding (rotate-keys) -------------------------------------------------------
 
@@ -382,9 +419,10 @@ class CheckpointSpec:
             return None
         skipped: list[str] = []
         chosen: Checkpoint | None = None
+        schema = 1
         for entry, blob in zip(entries, blobs, strict=False):
             try:
-                chosen = self.checkpoint(task_id, key, entry, blob)
+                chosen, schema = self._saved(task_id, key, entry, blob)
                 break
             except IntegrityError:
                 match = _ENTRY_RE.fullmatch(entry)
@@ -411,6 +449,11 @@ class CheckpointSpec:
                 continue
             state = merge_patch(state, patch)
             applied += 1
+        # Deltas follow their checkpoint's schema: fold them, then migrate the result.
+        if chosen is not None:
+            where = f"checkpoint {chosen.id} of task {task_id!r}"
+            state = self.upgraded(schema, state, where)
+            chosen = replace(chosen, state=self.upgraded(schema, chosen.state, where))
         return Restored(state, chosen, applied, tuple(skipped), complete=not skipped)
 
     def verification(self, task_id: str, key: str, reply: Any) -> Verification:
@@ -424,7 +467,7 @@ class CheckpointSpec:
             try:
                 if entry is None:
                     raise IntegrityError(f"checkpoint #{n} of task {task_id!r} has no id entry")
-                self.checkpoint(task_id, key, entry, blobs[n] if n < len(blobs) else None)
+                self._saved(task_id, key, entry, blobs[n] if n < len(blobs) else None)
             except IntegrityError as exc:
                 bad.append((name, str(exc)))
         log_key = self.keys.task_log(task_id)
@@ -479,6 +522,13 @@ def _entry(task_id: str, entry: bytes) -> _Entry:
         dt.datetime.fromtimestamp(int(created_ms) / 1000, tz=dt.timezone.utc),
         int(fence) or None,
     )
+
+
+def _schema(meta: dict[str, Any], where: str) -> int:
+    schema = meta.get("schema", 1)
+    if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
+        raise IntegrityError(f"{where} has a malformed schema {schema!r:.40}")
+    return schema
 
 
 def _inflate(payload: bytes, where: str) -> bytes:

@@ -18,15 +18,15 @@ from .keys import check_kind
 
 __all__ = ["Migrations", "kind_of"]
 
-_ALIASES: Final = {"users": "user", "sessions": "session"}
+_ALIASES: Final = {"users": "user", "sessions": "session", "checkpoints": "checkpoint"}
 _MAX_SCHEMA: Final = 999_999_999  # 9 digits in the record header
 
 Upgrade = Callable[[Any], Any]
 
 
 def kind_of(name: str) -> str:
-    """The record kind a collection name means: ``users`` → ``user``, ``sessions`` →
-    ``session``, a collection's own name as it is."""
+    """The kind a name means: ``users`` → ``user``, ``sessions`` → ``session``,
+    ``checkpoints`` → ``checkpoint`` (task states), a collection's own name as it is."""
     return _ALIASES.get(name, check_kind(name))
 
 

@@ -116,6 +116,7 @@ class AsyncStore:
                 max_bytes=checkpoint_max_bytes,
                 compress_above=checkpoint_compress_above,
                 max_deltas=checkpoint_max_deltas,
+                migrations=self.migrations,
             ),
         )
 

@@ -117,6 +117,7 @@ class Store:
                 max_bytes=checkpoint_max_bytes,
                 compress_above=checkpoint_compress_above,
                 max_deltas=checkpoint_max_deltas,
+                migrations=self.migrations,
             ),
         )
 

@@ -113,3 +113,26 @@ def test_a_value_newer_than_the_code_is_refused_and_left_alone(
         assert raw.get(key) == stored  # nothing written, no field dropped
     finally:
         raw.close()
+
+
+def test_checkpoints_migrate_with_their_deltas(backend: Backend, namespace: str) -> None:
+    old = Store(backend.sync_client(), namespace=namespace)
+    new = Store(backend.sync_client(), namespace=namespace)
+    new.migrations.register("checkpoints", 1, split_name)
+    try:
+        old.checkpoints.save("t1", {"name": "Ann Lee", "step": 1})
+        old.checkpoints.log("t1", {"name": "Bo Chen"})  # a delta in schema 1
+        latest = new.checkpoints.latest("t1")
+        assert latest is not None and latest.state == {"first": "Ann", "last": "Lee", "step": 1}
+        restored = new.checkpoints.restore("t1")
+        assert restored is not None  # folded in schema 1, then migrated
+        assert restored.state == {"first": "Bo", "last": "Chen", "step": 1}
+        saved = new.checkpoints.save("t1", restored.state)  # at schema 2
+        assert (new.checkpoints.latest("t1")) == saved
+        with pytest.raises(SchemaError, match="schema 2, newer than this code knows"):
+            old.checkpoints.latest("t1")
+        check = old.checkpoints.verify("t1")  # integrity needs no schema
+        assert check.ok
+    finally:
+        old.close()
+        new.close()
