@@ -22,7 +22,15 @@ from .codec import Codec
 from .errors import IntegrityError
 from .mergepatch import merge_patch
 
-__all__ = ["Anchor", "Event", "EventSpec", "Reducer", "canonical", "default_reducer"]
+__all__ = [
+    "Anchor",
+    "Event",
+    "EventSpec",
+    "Reducer",
+    "canonical",
+    "default_reducer",
+    "state_digest",
+]
 
 _TYPE_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _HEX64: Final = re.compile(rb"[0-9a-f]{64}")
@@ -55,6 +63,12 @@ def canonical(prev: str, seq: int, type: str, schema: int, at_ms: int, payload: 
 
 def digest_of(prev: str, seq: int, type: str, schema: int, at_ms: int, payload: bytes) -> str:
     return hashlib.sha256(canonical(prev, seq, type, schema, at_ms, payload)).hexdigest()
+
+
+def state_digest(chain_digest: str, state: bytes) -> str:
+    """What binds a trim anchor's folded state to the chain digest it stands for."""
+    head = b"redistate-anchor-1\n%s\n" % chain_digest.encode()
+    return hashlib.sha256(head + state).hexdigest()
 
 
 def default_reducer(state: Any, event: Event) -> Any:
@@ -128,11 +142,16 @@ class EventSpec:
         if not fields:
             return Anchor("", "", 0, {}, 0)
         try:
+            digest, state = fields[b"digest"].decode(), fields[b"state"]
+            if state_digest(digest, state).encode() != fields[b"state_digest"]:
+                raise IntegrityError(
+                    f"the trim anchor of {key!r} does not match its state digest (edited)"
+                )
             return Anchor(
                 fields[b"id"].decode(),
-                fields[b"digest"].decode(),
+                digest,
                 int(fields[b"seq"]),
-                self.codec.decode(fields[b"state"], key.encode("utf-8")),
+                self.codec.decode(state, key.encode("utf-8")),
                 int(fields.get(b"removed", b"0")),
             )
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
@@ -216,6 +235,10 @@ def _check(prev: str, seq: int, fields: dict[bytes, bytes]) -> str | None:
     missing = [n for n in (b"n", b"t", b"s", b"at", b"p", b"prev", b"d") if n not in fields]
     if missing:
         return f"missing fields {b','.join(missing).decode()}"
+    if not all(fields[n].isdigit() for n in (b"n", b"s", b"at")) or not _TYPE_RE.fullmatch(
+        fields[b"t"].decode("utf-8", "replace")
+    ):
+        return "has a malformed field"
     if fields[b"prev"].decode("ascii", "replace") != prev:
         return "does not follow the event before it (an event was removed or reordered)"
     if _int(fields[b"n"], -1) != seq + 1:

@@ -18,7 +18,8 @@ MAX_ID_BYTES: Final = 512
 # user collection can never share keys with them.
 RESERVED_KINDS: Final = frozenset(
     {
-        "session", "user", "task", "lock", "fence", "event", "events", "step", "steps",
+        "session", "sessions", "user", "users", "task", "lock", "fence", "event", "events",
+        "step", "steps",
         "checkpoint", "checkpoints", "lease", "meta", "schema", "migration", "index",
         "idx", "link", "links", "sys", "internal",
     }

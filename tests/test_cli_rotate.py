@@ -159,3 +159,27 @@ def test_inspection_reads_an_encrypted_namespace_with_the_keys(
     assert shown.returncode == 0 and "ann" in shown.stdout
     blind = run(*args, env=_env(None))
     assert blind.returncode == 1 and "ann" not in blind.stdout + blind.stderr
+
+
+def test_rotate_keys_encrypts_a_namespace_written_before_encryption(
+    server_backend: Backend, namespace: str
+) -> None:
+    plain = Store(server_backend.sync_client(), namespace=namespace)
+    plain.users.put("u1", {"name": "ann"})
+    plain.users.merge("u2", {"a": 1})
+    plain.checkpoints.save("t1", {"step": 1})
+    plain.checkpoints.log("t1", {"note": "a"})
+    args = ["--url", server_backend.url, "--namespace", namespace, "rotate-keys", "--json"]
+    done = run(*args, env=_env(f"k1={_b64(K1)}"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["records"], report["checkpoints"], report["deltas"]) == (2, 1, 1)
+    assert report["moved off"] == "(not encrypted): 4"  # u1, u2 (one patch), state, delta
+    sealed = _store(server_backend, namespace, {"k1": K1}, "k1")
+    assert _key_ids(sealed) == {"record": {"k1"}, "checkpoint": {"k1"}, "delta": {"k1"}}
+    assert sealed.users.get("u1").data == {"name": "ann"}  # type: ignore[union-attr]
+    assert sealed.users.get("u2").data == {"a": 1}  # type: ignore[union-attr]
+    restored = sealed.checkpoints.restore("t1")
+    assert restored is not None and restored.state == {"step": 1, "note": "a"}
+    plain.close()
+    sealed.close()

@@ -12,7 +12,7 @@ from .._io import sync_sleep
 from ..checkpoints import Verification
 from ..erasure import EVENTS, entry
 from ..errors import ConflictError, IntegrityError
-from ..events import Event, EventSpec, Reducer, check_type, default_reducer
+from ..events import Anchor, Event, EventSpec, Reducer, check_type, default_reducer, state_digest
 from ..keys import KeySpace
 from ..leases import guard_args
 from ..records import new_write_id
@@ -79,12 +79,32 @@ class Events:
                 seq = head[1] + 1
                 self._remember(entity, (digest, seq))
                 eid = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
-                return self.spec.event(key, eid or f"{at_ms}-0", _fields(args))
+                if not eid:  # a resend whose event is no longer among the newest: find it
+                    eid = self._find(key, digest)
+                return self.spec.event(key, eid, _fields(args))
             end = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
             head = (end, int(reply[2]))
             if attempt >= 1:  # a second miss: others are appending too; spread out
                 sync_sleep(backoff_delay(attempt - 1))
         raise ConflictError(key, head[1], -1)
+
+    def _find(self, key: str, digest: str) -> str:
+        """The stream id of the event with ``digest`` ("" if trimmed since)."""
+        for eid, fields in self._entries(key):
+            if fields.get(b"d") == digest.encode():
+                return eid.decode() if isinstance(eid, bytes) else str(eid)
+        return ""
+
+    def _snapshot(self, entity: str) -> tuple[Anchor, list[tuple[bytes, Any]]]:
+        """The anchor and every entry, read consistently: again if a trim changed the
+        anchor meanwhile (each trim does), so a reader never mixes two generations."""
+        key, anchor_key = self.keys.events(entity), self.keys.events_anchor(entity)
+        for _ in range(self.attempts):
+            before = self._conn.hgetall(anchor_key)
+            entries = [entry for entry in self._entries(key)]
+            if self._conn.hgetall(anchor_key) == before:
+                return self.spec.anchor(key, before), entries
+        raise ConflictError(anchor_key, -1, -1)
 
     def _remember(self, entity: str, head: tuple[str, int]) -> None:
         if len(self._heads) >= _HEADS:
@@ -118,8 +138,10 @@ class Events:
         """Recompute the whole chain (from the trim anchor, if trimmed): ``ok`` False and
         ``first_bad`` the first event that was removed around, reordered or edited."""
         key = self.keys.events(entity)
-        anchor = self.spec.anchor(key, self._conn.hgetall(self.keys.events_anchor(entity)))
-        entries = [entry for entry in self._entries(key)]
+        try:
+            anchor, entries = self._snapshot(entity)
+        except IntegrityError as exc:  # the anchor itself was edited
+            return Verification(False, 0, "anchor", (str(exc),))
         return self.spec.verify(key, (anchor.digest, anchor.seq), entries)
 
     def fold(
@@ -135,11 +157,14 @@ class Events:
         """
         reduce = reducer or default_reducer
         key = self.keys.events(entity)
-        anchor = self.spec.anchor(key, self._conn.hgetall(self.keys.events_anchor(entity)))
+        anchor, entries = self._snapshot(entity)
         if until is not None and anchor.id and _id_key(until) <= _id_key(anchor.id):
             raise ValueError(f"events of {entity!r} up to {anchor.id} were trimmed; {until} too")
+        limit = None if until is None else _id_key(until)
         state: Any = anchor.state
-        for eid, fields in self._entries(key, "-", until or "+"):
+        for eid, fields in entries:
+            if limit is not None and _id_key(_text(eid)) > limit:
+                break
             state = reduce(state, self.spec.event(key, eid, fields))
         return state
 
@@ -159,35 +184,38 @@ class Events:
             raise ValueError("trim takes keep= or older_than=, one of them")
         key = self.keys.events(entity)
         anchor_key = self.keys.events_anchor(entity)
-        anchor = self.spec.anchor(key, self._conn.hgetall(anchor_key))
-        entries = [entry for entry in self._entries(key)]
+        cut = self.spec.cut([], keep=keep, older_than=older_than, now=time.time())  # checks
+        anchor, entries = self._snapshot(entity)
         cut = self.spec.cut(entries, keep=keep, older_than=older_than, now=time.time())
         if cut == 0:
             return 0
-        gone = entries[:cut]
-        check = self.spec.verify(key, (anchor.digest, anchor.seq), gone)
+        # The whole chain, not only what goes: an event edited with its digest recomputed
+        # verifies alone, and only the link to the next one shows it.
+        check = self.spec.verify(key, (anchor.digest, anchor.seq), entries)
         if not check.ok:
             raise IntegrityError(
-                f"not trimming {entity!r}: the events to remove do not verify "
+                f"not trimming {entity!r}: its events do not verify "
                 f"(first bad {check.first_bad}: {check.problems[0]})"
             )
         state = anchor.state
-        for eid, fields in gone:
+        for eid, fields in entries[:cut]:
             state = default_reducer(state, self.spec.event(key, eid, fields))
-        last_id, last = gone[-1]
-        args = (
-            last_id.decode() if isinstance(last_id, bytes) else last_id,
-            last[b"d"],
-            last[b"n"],
-            self.spec.encode(key, state),
-            cut,
-        )
+        last_id, last = entries[cut - 1]
+        data = self.spec.encode(key, state)
+        digest = last[b"d"].decode()
+        args = (_text(last_id), digest, last[b"n"], data, state_digest(digest, data))
         return int(self._conn.script(_TRIM, (key, anchor_key), args))
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _id_key(stream_id: str) -> tuple[int, int]:
+    """A stream id as a sortable pair; ``<ms>`` alone means every id of that ms, as
+    XRANGE's end does."""
     ms, _, seq = stream_id.partition("-")
-    return int(ms), int(seq or 0)
+    return int(ms), int(seq) if seq else 2**64
 
 
 def _fields(args: tuple[Any, ...]) -> dict[bytes, bytes]:

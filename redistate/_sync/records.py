@@ -30,6 +30,9 @@ from ._client import Connection
 
 __all__ = ["Collection", "Users", "register"]
 
+# Rounds of erasure before giving up on a user whose agents keep writing.
+_ERASE_ROUNDS = 100
+
 # Seconds a compaction may spend retrying: the merge is done, so it must not keep the
 # caller waiting through an outage.
 _COMPACT_BUDGET = 0.5
@@ -130,9 +133,7 @@ class Collection:
         expected = None if if_version is None else check_version(if_version)
         ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
         replicas = self._conn.replicas(durability)
-        if user is not None:
-            register(self._conn, self.spec.keys, user, entry(self.spec.kind, id))
-        return self._put(id, key, data, expected, ttl_ms, keep, lease, replicas)
+        return self._put(id, key, data, expected, ttl_ms, keep, lease, replicas, user)
 
     def _put(
         self,
@@ -144,9 +145,12 @@ class Collection:
         keep: bool,
         lease: Any,
         replicas: int = 0,
+        user: str | None = None,
     ) -> Record:
         keys, guard = self.spec.guarded_keys(id, key, lease)
         payload = self.spec.encode(key, data)
+        if user is not None:  # after every check: bad input registers nothing
+            register(self._conn, self.spec.keys, user, entry(self.spec.kind, id))
         args = self.spec.put_args(
             expected,
             ttl_ms,
@@ -277,11 +281,18 @@ class Collection:
             SchemaError: the record is newer than this code knows.
         """
         key = self.spec.key(id)
-        raw = self._conn.get(key)
-        if raw is None or not self.spec.outdated(key, raw):
-            return False
-        self.update(id, lambda data: data, lease=lease)
-        return True
+        for attempt in range(self.attempts):
+            raw = self._conn.get(key)
+            if raw is None or not self.spec.outdated(key, raw):
+                return False  # gone (never brought back) or brought up to date meanwhile
+            current = self.spec.record(id, key, raw)
+            assert current is not None  # raw is not None
+            try:
+                self._put(id, key, current.data, current.version, 0, True, lease)
+                return True
+            except ConflictError:
+                sync_sleep(backoff_delay(attempt))
+        raise ConflictError(key, -1, -1)
 
     def touch(self, id: str, *, ttl: TTL = DEFAULT, lease: Any = None) -> bool:
         """Reset the TTL to ``ttl`` or the collection's (``None`` removes it); one script.
@@ -350,20 +361,24 @@ class Users(Collection):
         profile = self.spec.key(user)
         index = keys.user_index(user)
         report = ErasureReport(user)
-        done: set[str] = set()
-        while True:  # again until empty: catches what was registered meanwhile
+        for _ in range(_ERASE_ROUNDS):  # again until empty: what was registered meanwhile
             members = self._conn.idempotent("SMEMBERS", index)
             todo = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
-            todo = [item for item in todo if item not in done]
             if not todo:
                 break
             for item in todo:
                 data, memory = entity_keys(keys, item)
+                # Off the index first: a write registering it again after this is seen
+                # by the next round (its SADD comes before its data).
+                self._conn.idempotent("SREM", index, item)
                 existed = int(self._conn.idempotent("DEL", *data))
                 self._conn.idempotent("DEL", memory)
                 report.note(item, existed > 0)
-                self._conn.idempotent("SREM", index, item)
-                done.add(item)
+        else:
+            raise RedistateError(
+                f"{user!r} still had data registered after {_ERASE_ROUNDS} rounds of "
+                f"erasure: stop the agents writing for it, then erase again"
+            )
         report.profile = int(self._conn.idempotent("DEL", profile)) > 0
         self._conn.idempotent("DEL", keys.writes(profile), index)
         return report

@@ -2,7 +2,8 @@
 
 Every record (patched ones folded), checkpoint state and delta not yet under the primary
 key is decrypted with whichever key it names and written back encrypted with the
-primary, in place: versions, TTLs, sequence numbers and fences stay as they are. A value
+primary, in place: versions, TTLs, sequence numbers and fences stay as they are; values
+written before the namespace was encrypted are encrypted too. A value
 written meanwhile is skipped by the script that checks it (it was written with the
 primary already, or is caught by a second run). Afterwards the old keys can go — unless
 the namespace has audit events: their digests cover the encrypted payloads, so they are
@@ -61,6 +62,7 @@ def rotate(store: Store) -> RotateReport:
             "rotate-keys needs the keys: set REDISTATE_KEYS (and REDISTATE_PRIMARY_KEY)"
         )
     report = RotateReport()
+    codec.read_plaintext = True  # values written before encryption get encrypted too
 
     def current(data: bytes) -> bool:
         if codec.current(data):

@@ -2,20 +2,21 @@
 leaving an anchor the remaining chain continues from, in one step.
 KEYS[1]  the entity's event stream
 KEYS[2]  its anchor, a hash: seq and digest of the last event removed, its id, the state
-         folded up to it (default reducer, encoded by the store's codec), how many
-         events were removed in all
+         folded up to it (default reducer, encoded by the store's codec), the state's
+         digest (bound to the chain digest), how many events were removed in all
 ARGV[1]  the stream id of the last event to remove
 ARGV[2]  its digest (the caller verified the chain up to it)
 ARGV[3]  its position in the chain
 ARGV[4]  the state folded up to and including it, encoded
-ARGV[5]  how many events this removes
-returns  the number of events removed: ARGV[5], or 0 if that event is no longer there
-         with that digest (trimmed meanwhile, or the stream was rebuilt)
+ARGV[5]  SHA-256 hex over ARGV[2] and ARGV[4] (computed by the client)
+returns  the number of events removed (0 if that event is no longer there with that
+         digest: trimmed meanwhile, or the stream was rebuilt)
 errors   RSARG on malformed arguments. Before any write.
 ]]
 local id_ms, id_seq = string.match(ARGV[1], '^(%d+)-(%d+)$')
 if not id_ms or not string.match(ARGV[2], '^' .. string.rep('[0-9a-f]', 64) .. '$')
-    or not string.match(ARGV[3], '^[1-9]%d*$') or not string.match(ARGV[5], '^[1-9]%d*$') then
+    or not string.match(ARGV[3], '^[1-9]%d*$')
+    or not string.match(ARGV[5], '^' .. string.rep('[0-9a-f]', 64) .. '$') then
   return redis.error_reply('RSARG malformed arguments to event_trim')
 end
 local found = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])[1]
@@ -26,7 +27,9 @@ for i = 1, #found[2], 2 do
 end
 if digest ~= ARGV[2] then return 0 end
 -- MINID evicts ids below the threshold: the next possible id after the last removed.
-redis.call('XTRIM', KEYS[1], 'MINID', id_ms .. '-' .. string.format('%.0f', tonumber(id_seq) + 1))
-redis.call('HINCRBY', KEYS[2], 'removed', tonumber(ARGV[5]))
-redis.call('HSET', KEYS[2], 'seq', ARGV[3], 'digest', ARGV[2], 'id', ARGV[1], 'state', ARGV[4])
-return tonumber(ARGV[5])
+local removed = redis.call('XTRIM', KEYS[1], 'MINID',
+  id_ms .. '-' .. string.format('%.0f', tonumber(id_seq) + 1))
+redis.call('HINCRBY', KEYS[2], 'removed', removed)
+redis.call('HSET', KEYS[2], 'seq', ARGV[3], 'digest', ARGV[2], 'id', ARGV[1], 'state', ARGV[4],
+  'state_digest', ARGV[5])
+return removed

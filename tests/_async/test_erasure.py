@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from redistate import AsyncStore, InvalidId
+from redistate import AsyncStore, InvalidId, StateTooLarge
 from tests.conftest import Backend
 
 
@@ -83,3 +85,40 @@ async def test_a_bad_user_id_is_refused_before_anything(
     assert await store.sessions.get("s1") is None
     with pytest.raises(InvalidId):
         await store.users.erase("")
+
+
+async def test_bad_input_registers_nothing(store: AsyncStore, backend: Backend) -> None:
+    for bad in ({"x": object()}, {"x": "y" * (2 * 1024 * 1024)}):
+        with pytest.raises((TypeError, StateTooLarge)):
+            await store.sessions.put("s-bad", bad, user="u1")
+    raw = backend.raw()
+    try:
+        assert raw.exists(store.keys.user_index("u1")) == 0
+    finally:
+        raw.close()
+
+
+async def test_an_entity_registered_again_while_erasing_is_erased_too(
+    store: AsyncStore, backend: Backend, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = AsyncStore(backend.async_client(), namespace=namespace)
+    await store.sessions.put("s1", {"turn": 1}, user="u1")
+    conn = store._conn
+    original = type(conn).idempotent
+    wrote: list[str] = []
+
+    async def write_during_erase(self: Any, *args: Any) -> Any:
+        result = await original(self, *args)
+        if self is conn and args[0] == "DEL" and not wrote:  # the agent is still running
+            wrote.append("s1")
+            await agent.sessions.put("s1", {"chat": "written while erasing"}, user="u1")
+        return result
+
+    monkeypatch.setattr(type(conn), "idempotent", write_during_erase)
+    try:
+        report = await store.users.erase("u1")
+    finally:
+        await agent.aclose()
+    assert wrote == ["s1"]
+    assert report.deleted == {"session": ["s1", "s1"]}  # once, and again
+    assert await store.sessions.get("s1") is None

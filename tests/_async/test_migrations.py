@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from redistate import AsyncStore, SchemaError
+from redistate import AsyncStore, InvalidId, SchemaError
 from redistate.envelope import unpack
 from tests.conftest import Backend
 
@@ -135,3 +135,29 @@ async def test_checkpoints_migrate_with_their_deltas(backend: Backend, namespace
     finally:
         await old.aclose()
         await new.aclose()
+
+
+async def test_upgrade_never_brings_back_a_record_deleted_meanwhile(
+    stores: tuple[AsyncStore, AsyncStore], backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old, new = stores
+    await old.users.put("u1", {"name": "Ann Lee"})
+    conn = new._conn
+    original = type(conn).get
+
+    async def delete_after_read(self: Any, key: str) -> Any:
+        value = await original(self, key)
+        if self is conn:
+            await old.users.delete("u1")  # another instance deletes it meanwhile
+        return value
+
+    monkeypatch.setattr(type(conn), "get", delete_after_read)
+    assert await new.users.upgrade("u1") is False
+    monkeypatch.undo()
+    assert await new.users.get("u1") is None
+
+
+async def test_collections_cannot_take_the_built_in_names(store: AsyncStore) -> None:
+    for name in ("users", "sessions", "user", "session"):
+        with pytest.raises(InvalidId, match="reserved"):
+            store.collection(name)

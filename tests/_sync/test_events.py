@@ -89,6 +89,8 @@ def test_fold_with_the_default_reducer_and_until(store: Store) -> None:
         "tags": ["a"],
     }  # inclusive of that event
     assert store.events.fold("t1", until=events[0].id) == {"name": "ann", "plan": "free"}
+    ms = events[-1].id.split("-")[0]  # a time alone: every event of that millisecond
+    assert store.events.fold("t1", until=ms) == store.events.fold("t1")
     assert store.events.fold("nobody") == {}
 
 
@@ -321,20 +323,30 @@ def test_trim_keeps_the_chain_verifiable_and_the_fold_complete(
     try:
         anchor_key = store.keys.events_anchor("t1")
         assert raw.hget(anchor_key, "removed") == b"6"
-        raw.hset(anchor_key, "digest", "0" * 64)  # the anchor edited: caught after it
+        for field, value in (("digest", "0" * 64), ("state", '{"admin":true}')):
+            saved = raw.hget(anchor_key, field)
+            raw.hset(anchor_key, field, value)  # the anchor edited: caught at the anchor
+            check = store.events.verify("t1")
+            assert not check.ok and check.first_bad == "anchor", field
+            assert "does not match its state digest" in check.problems[0]
+            raw.hset(anchor_key, field, saved)
     finally:
         raw.close()
-    check = store.events.verify("t1")
-    assert not check.ok and check.first_bad == after.id
+    assert (store.events.verify("t1")).ok
 
 
-def test_trim_refuses_to_erase_tampered_events(store: Store, backend: Backend) -> None:
+@pytest.mark.parametrize("redigest", [False, True])
+def test_trim_refuses_to_erase_tampered_events(
+    store: Store, backend: Backend, redigest: bool
+) -> None:
+    """Also when the edited event is the last one to go and its digest was recomputed:
+    only its link to the next, kept event shows the edit."""
     appended(store)
     key = store.keys.events("t1")
-    changed = _edit(b"p", b'{"tool":"transfer"}')(entries(backend, key))
+    changed = _edit(b"p", b'{"tool":"transfer"}', redigest)(entries(backend, key))
     rebuild(backend, key, changed)
     with pytest.raises(IntegrityError, match="do not verify"):
-        store.events.trim("t1", keep=1)
+        store.events.trim("t1", keep=2)  # removes events 1-3, the edited one last
     assert entries(backend, key) == changed  # nothing removed
 
 

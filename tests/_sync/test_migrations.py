@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from redistate import Store, SchemaError
+from redistate import Store, InvalidId, SchemaError
 from redistate.envelope import unpack
 from tests.conftest import Backend
 
@@ -136,3 +136,29 @@ def test_checkpoints_migrate_with_their_deltas(backend: Backend, namespace: str)
     finally:
         old.close()
         new.close()
+
+
+def test_upgrade_never_brings_back_a_record_deleted_meanwhile(
+    stores: tuple[Store, Store], backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old, new = stores
+    old.users.put("u1", {"name": "Ann Lee"})
+    conn = new._conn
+    original = type(conn).get
+
+    def delete_after_read(self: Any, key: str) -> Any:
+        value = original(self, key)
+        if self is conn:
+            old.users.delete("u1")  # another instance deletes it meanwhile
+        return value
+
+    monkeypatch.setattr(type(conn), "get", delete_after_read)
+    assert new.users.upgrade("u1") is False
+    monkeypatch.undo()
+    assert new.users.get("u1") is None
+
+
+def test_collections_cannot_take_the_built_in_names(store: Store) -> None:
+    for name in ("users", "sessions", "user", "session"):
+        with pytest.raises(InvalidId, match="reserved"):
+            store.collection(name)
