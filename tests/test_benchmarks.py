@@ -12,74 +12,43 @@ from redistate.mergelog import COMPACT_AT
 ROOT = Path(__file__).parent.parent
 
 
-def test_records_benchmark_runs_and_meets_round_trip_targets() -> None:
+def bench(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``benchmarks/<script>`` with ``args``; fails the test if it exits non-zero."""
     done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "records.py"),
-            "--n",
-            "200",
-            "--rounds",
-            "2",
-            "--warmup",
-            "20",
-        ],
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_records_benchmark_runs_and_meets_round_trip_targets() -> None:
+    done = bench("records.py", "--n", "200", "--rounds", "2", "--warmup", "20")
     for op in ("put", "get", "conditional put", "merge", "update", "get(touch)"):
         assert f"\n{op} " in done.stdout
 
 
 def test_checkpoints_benchmark_runs_and_meets_round_trip_targets() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "checkpoints.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = bench("checkpoints.py", "--quick")
     assert "after 10 vs 10,000 earlier saves" in done.stdout
     assert "vs deltas" in done.stdout
 
 
 def test_locks_benchmark_runs_and_meets_round_trip_targets() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "locks.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = bench("locks.py", "--quick")
     assert "hand-off" in done.stdout and "redis-py Lock" in done.stdout
 
 
 def test_durability_benchmark_runs_and_keeps_replicated_writes_to_one_request() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "durability.py"),
-            *("--n", "200", "--rounds", "2", "--warmup", "20"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = bench("durability.py", "--n", "200", "--rounds", "2", "--warmup", "20")
     for op in ("put", "merge", "checkpoint save"):
         assert f"\n{op} " in done.stdout
 
 
 def test_backup_benchmark_runs_and_keeps_peak_memory_flat() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "backup.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = bench("backup.py", "--quick")
     assert "peak memory 10,000 / 1,000 records: export" in done.stdout
     assert "import peak MiB" in done.stdout
 
@@ -89,13 +58,7 @@ def test_run_benchmark_quick_compares_every_peer_with_promised_round_trips(
 ) -> None:
     """benchmarks/run.py --quick: every comparison row, the curves' PNGs, and redistate's
     round trips exactly as the design promises (counts, never times)."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = bench("run.py", "--quick", "--out", str(tmp_path), timeout=600)
     operations = (
         "session put",
         "session get",
@@ -170,12 +133,6 @@ def test_run_benchmark_quick_compares_every_peer_with_promised_round_trips(
 
 
 def test_events_benchmark_runs_and_appends_in_one_round_trip() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "events.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = bench("events.py", "--quick")
     for part in ("1. append vs raw XADD", "2. verify and fold", "3. AES-256-GCM"):
         assert part in done.stdout, part
