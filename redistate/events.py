@@ -19,8 +19,9 @@ from typing import Any, Final
 
 from .checkpoints import Verification
 from .codec import Codec
-from .errors import IntegrityError
+from .errors import IntegrityError, SchemaError
 from .mergepatch import merge_patch
+from .migrations import Migrations
 
 __all__ = [
     "Anchor",
@@ -106,12 +107,19 @@ class Anchor:
 class EventSpec:
     """The events' settings and every non-I/O step of their operations."""
 
-    __slots__ = ("codec", "max_bytes", "schema")
+    __slots__ = ("_migrations", "codec", "max_bytes")
 
-    def __init__(self, codec: Codec, *, max_bytes: int, schema: int = 1) -> None:
+    def __init__(
+        self, codec: Codec, *, max_bytes: int, migrations: Migrations | None = None
+    ) -> None:
         self.codec = codec
         self.max_bytes = max_bytes
-        self.schema = schema
+        self._migrations = migrations
+
+    @property
+    def schema(self) -> int:
+        """The schema payloads are appended with (``store.migrations``, kind "events")."""
+        return 1 if self._migrations is None else self._migrations.current("event")
 
     def encode(self, key: str, payload: Any) -> bytes:
         from .errors import StateTooLarge
@@ -184,8 +192,9 @@ class EventSpec:
         return count
 
     def event(self, key: str, entry_id: bytes | str, fields: dict[bytes, bytes]) -> Event:
-        """A stream entry as an Event (payload decoded). IntegrityError if a field is
-        missing or malformed."""
+        """A stream entry as an Event: payload decoded and migrated to :attr:`schema`
+        (``Event.schema`` says what it was appended with). IntegrityError if a field is
+        missing or malformed; SchemaError if it is newer than this code."""
         eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         try:
             seq, schema, at_ms = int(fields[b"n"]), int(fields[b"s"]), int(fields[b"at"])
@@ -193,10 +202,15 @@ class EventSpec:
             data = fields[b"p"]
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise IntegrityError(f"event {eid} of {key!r} is malformed: {exc!r:.120}") from None
+        payload = self.codec.decode(data, key.encode("utf-8"))
+        if self._migrations is not None:
+            payload = self._migrations.upgrade("event", schema, payload, f"event {eid} of {key!r}")
+        elif schema > 1:
+            raise SchemaError(f"event {eid} of {key!r} has schema {schema}, newer than this code")
         return Event(
             eid,
             kind,
-            self.codec.decode(data, key.encode("utf-8")),
+            payload,
             dt.datetime.fromtimestamp(at_ms / 1000, tz=dt.timezone.utc),
             prev,
             digest.decode("ascii", "replace"),

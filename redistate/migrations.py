@@ -18,7 +18,12 @@ from .keys import check_kind
 
 __all__ = ["Migrations", "kind_of"]
 
-_ALIASES: Final = {"users": "user", "sessions": "session", "checkpoints": "checkpoint"}
+_ALIASES: Final = {
+    "users": "user",
+    "sessions": "session",
+    "checkpoints": "checkpoint",
+    "events": "event",
+}
 _MAX_SCHEMA: Final = 999_999_999  # 9 digits in the record header
 
 Upgrade = Callable[[Any], Any]
@@ -26,7 +31,8 @@ Upgrade = Callable[[Any], Any]
 
 def kind_of(name: str) -> str:
     """The kind a name means: ``users`` → ``user``, ``sessions`` → ``session``,
-    ``checkpoints`` → ``checkpoint`` (task states), a collection's own name as it is."""
+    ``checkpoints`` → ``checkpoint`` (task states), ``events`` → ``event`` (payloads),
+    a collection's own name as it is."""
     return _ALIASES.get(name, check_kind(name))
 
 

@@ -103,7 +103,7 @@ class AsyncStore:
         self.events = AsyncEvents(
             self._conn,
             self.keys,
-            EventSpec(self.codec, max_bytes=max_bytes),
+            EventSpec(self.codec, max_bytes=max_bytes, migrations=self.migrations),
             attempts=update_attempts,
         )
         self.checkpoints = AsyncCheckpoints(

@@ -104,7 +104,7 @@ class Store:
         self.events = Events(
             self._conn,
             self.keys,
-            EventSpec(self.codec, max_bytes=max_bytes),
+            EventSpec(self.codec, max_bytes=max_bytes, migrations=self.migrations),
             attempts=update_attempts,
         )
         self.checkpoints = Checkpoints(

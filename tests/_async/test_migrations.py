@@ -161,3 +161,25 @@ async def test_collections_cannot_take_the_built_in_names(store: AsyncStore) -> 
     for name in ("users", "sessions", "user", "session"):
         with pytest.raises(InvalidId, match="reserved"):
             store.collection(name)
+
+
+async def test_event_payloads_migrate_and_the_chain_still_verifies(
+    backend: Backend, namespace: str
+) -> None:
+    old = AsyncStore(backend.async_client(), namespace=namespace)
+    new = AsyncStore(backend.async_client(), namespace=namespace)
+    new.migrations.register("events", 1, split_name)
+    try:
+        await old.events.append("t1", "initialized", {"name": "Ann Lee"})
+        appended = await new.events.append("t1", "updated", {"first": "Bo", "last": "Chen"})
+        assert appended.schema == 2
+        events = await new.events.read("t1")
+        assert [e.schema for e in events] == [1, 2]  # as appended
+        assert events[0].payload == {"first": "Ann", "last": "Lee"}  # migrated on read
+        assert await new.events.fold("t1") == {"first": "Bo", "last": "Chen"}
+        with pytest.raises(SchemaError, match="schema 2, newer than this code"):
+            await old.events.read("t1")
+        assert (await old.events.verify("t1")).ok  # hashing needs no schema
+    finally:
+        await old.aclose()
+        await new.aclose()

@@ -162,3 +162,25 @@ def test_collections_cannot_take_the_built_in_names(store: Store) -> None:
     for name in ("users", "sessions", "user", "session"):
         with pytest.raises(InvalidId, match="reserved"):
             store.collection(name)
+
+
+def test_event_payloads_migrate_and_the_chain_still_verifies(
+    backend: Backend, namespace: str
+) -> None:
+    old = Store(backend.sync_client(), namespace=namespace)
+    new = Store(backend.sync_client(), namespace=namespace)
+    new.migrations.register("events", 1, split_name)
+    try:
+        old.events.append("t1", "initialized", {"name": "Ann Lee"})
+        appended = new.events.append("t1", "updated", {"first": "Bo", "last": "Chen"})
+        assert appended.schema == 2
+        events = new.events.read("t1")
+        assert [e.schema for e in events] == [1, 2]  # as appended
+        assert events[0].payload == {"first": "Ann", "last": "Lee"}  # migrated on read
+        assert new.events.fold("t1") == {"first": "Bo", "last": "Chen"}
+        with pytest.raises(SchemaError, match="schema 2, newer than this code"):
+            old.events.read("t1")
+        assert (old.events.verify("t1")).ok  # hashing needs no schema
+    finally:
+        old.close()
+        new.close()
