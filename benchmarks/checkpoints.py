@@ -214,12 +214,7 @@ def bench(c: Clients, args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    options = harness.parser(__doc__)
-    options.add_argument("--quick", action="store_true", help="small n, for a CI smoke test")
-    args = options.parse_args()
-    if args.quick:
-        args.n, args.rounds, args.warmup = 200, 2, 20
-    return harness.run(bench, args)
+    return harness.run(bench, harness.parser(__doc__).parse_args())
 
 
 if __name__ == "__main__":

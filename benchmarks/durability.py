@@ -39,7 +39,7 @@ COLS: list[Column] = [
 
 
 def main() -> int:
-    args = harness.parser(__doc__).parse_args()
+    args = harness.quick(harness.parser(__doc__).parse_args())
     primary = start_server(redis_binary(), "--repl-diskless-sync-delay", "0")
     replica = start_server(
         redis_binary(),

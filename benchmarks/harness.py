@@ -193,6 +193,7 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=300, help="untimed calls per side first")
     p.add_argument("--url", help="use this server instead of starting one (keep it quiet)")
     p.add_argument("--json", help="also write the results to this JSON file")
+    p.add_argument("--quick", action="store_true", help="small n, for a CI smoke test")
     return p
 
 
@@ -226,8 +227,17 @@ def connect(url: str) -> Iterator[Clients]:
         stats.close()
 
 
+def quick(args: argparse.Namespace) -> argparse.Namespace:
+    """With ``--quick``, the few timed calls of a smoke test."""
+    if getattr(args, "quick", False):
+        args.n, args.rounds, args.warmup = 200, 2, 20
+    return args
+
+
 def run(bench: Callable[[Clients, argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """``bench``'s exit code, against ``--url`` or a private redis-server started for it."""
+    """``bench``'s exit code, against ``--url`` or a private redis-server started for it.
+    ``--quick`` shrinks the timed calls to a smoke test's."""
+    quick(args)
     if args.url:
         with connect(args.url) as clients:
             return bench(clients, args)

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from .checkpoints import Verification
 from .codec import Codec
-from .errors import IntegrityError, SchemaError
+from .errors import IntegrityError, SchemaError, StateTooLarge
 from .mergepatch import merge_patch
 from .migrations import Migrations
 
@@ -122,8 +122,6 @@ class EventSpec:
         return 1 if self._migrations is None else self._migrations.current("event")
 
     def encode(self, key: str, payload: Any) -> bytes:
-        from .errors import StateTooLarge
-
         data = self.codec.encode(payload, key.encode("utf-8"))
         if len(data) > self.max_bytes:
             raise StateTooLarge(len(data), self.max_bytes, key)
@@ -166,6 +164,23 @@ class EventSpec:
             raise IntegrityError(f"the trim anchor of {key!r} is malformed: {exc!r:.80}") from None
 
     @staticmethod
+    def check_retention(keep: object, older_than: object) -> None:
+        """Exactly one of ``keep`` (an int >= 0) and ``older_than`` (seconds).
+
+        Raises:
+            ValueError: neither, both, or a bad value.
+        """
+        if (keep is None) == (older_than is None):
+            raise ValueError("trim takes keep= or older_than=, one of them")
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
+            raise ValueError(f"keep must be an int >= 0, got {keep!r}")
+        if older_than is not None:
+            if isinstance(older_than, bool) or not isinstance(older_than, int | float):
+                raise ValueError(f"older_than must be seconds (a number), got {older_than!r}")
+            if not 0 <= older_than < 1e10:
+                raise ValueError(f"older_than must be from 0 to 1e10 seconds, got {older_than!r}")
+
+    @staticmethod
     def cut(
         entries: list[tuple[Any, dict[bytes, bytes]]],
         *,
@@ -173,16 +188,11 @@ class EventSpec:
         older_than: float | None,
         now: float,
     ) -> int:
-        """How many of the oldest ``entries`` a trim removes."""
+        """How many of the oldest ``entries`` a trim removes (arguments already checked
+        by :meth:`check_retention`)."""
         if keep is not None:
-            if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-                raise ValueError(f"keep must be an int >= 0, got {keep!r}")
             return max(0, len(entries) - keep)
-        if isinstance(older_than, bool) or not isinstance(older_than, int | float):
-            raise ValueError(f"older_than must be seconds (a number), got {older_than!r}")
-        if not 0 <= older_than < 1e10:
-            raise ValueError(f"older_than must be from 0 to 1e10 seconds, got {older_than!r}")
-        limit_ms = (now - older_than) * 1000
+        limit_ms = (now - (older_than or 0)) * 1000
         count = 0
         for entry_id, _ in entries:
             eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

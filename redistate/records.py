@@ -307,9 +307,10 @@ class RecordSpec:
             stored = fold(parts, self._decoder(key))
             data = self._upgraded(key, env, stored)
             record = Record(entity_id, data, env.version, _expiry(env.expires_ms))
-            due = should_compact(len(parts) - 1)
+            if not should_compact(len(parts) - 1):
+                return Merged(record, None)
             compact = Compaction(tail(env.schema, env.write_id), len(reply), stored, env.schema)
-            return Merged(record, compact if due else None)
+            return Merged(record, compact)
         if int(reply[0]) == 4:
             return None
         current = reply[2] if len(reply) > 2 else None

@@ -321,25 +321,11 @@ class AsyncConnection:
     ) -> list[tuple[bytes, dict[bytes, bytes]]]:
         """Up to ``count`` stream entries from ``start`` to ``end`` (ids; "-"/"+" the
         ends, "(" excludes). A read, so a resend is safe."""
-        if self._unready:
-            await self._ready()
-        started = time.monotonic()
-        call = functools.partial(self.client.xrange, key, start, end, count)
-        try:
-            return cast("list[tuple[bytes, dict[bytes, bytes]]]", await call())
-        except ERRORS as exc:
-            reply = await self._recover(exc, call, started)
-            return cast("list[tuple[bytes, dict[bytes, bytes]]]", reply)
+        reply = await self.idempotent("XRANGE", key, start, end, "COUNT", count)
+        return cast("list[tuple[bytes, dict[bytes, bytes]]]", reply)
 
     async def hgetall(self, key: str) -> dict[bytes, bytes]:
-        if self._unready:
-            await self._ready()
-        started = time.monotonic()
-        call = functools.partial(self.client.hgetall, key)
-        try:
-            return cast("dict[bytes, bytes]", await call())
-        except ERRORS as exc:
-            return cast("dict[bytes, bytes]", await self._recover(exc, call, started))
+        return cast("dict[bytes, bytes]", await self.idempotent("HGETALL", key))
 
     async def idempotent(self, *args: Any) -> Any:
         """One command that may safely run twice (SADD, SREM, SMEMBERS, DEL...),

@@ -180,11 +180,9 @@ class Events:
             IntegrityError: the events to remove do not verify (nothing is removed:
                 trimming must not erase the evidence).
         """
-        if (keep is None) == (older_than is None):
-            raise ValueError("trim takes keep= or older_than=, one of them")
+        self.spec.check_retention(keep, older_than)
         key = self.keys.events(entity)
         anchor_key = self.keys.events_anchor(entity)
-        cut = self.spec.cut([], keep=keep, older_than=older_than, now=time.time())  # checks
         anchor, entries = self._snapshot(entity)
         cut = self.spec.cut(entries, keep=keep, older_than=older_than, now=time.time())
         if cut == 0:

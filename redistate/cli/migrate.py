@@ -11,19 +11,18 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import typer
 
 from .. import RedistateError, SchemaError, Store
-from ..errors import InvalidId
 from ..migrations import Migrations
 from ._app import app
 from ._output import emit
+from ._records import collection_of, record_keys
 from .backup import _progress
-from .backup_format import NOT_RECORDS
 
 __all__ = ["MigrateReport", "load_steps", "migrate_namespace"]
 
@@ -60,17 +59,6 @@ def load_steps(spec: str) -> Callable[[Migrations], Any]:
     return found  # type: ignore[no-any-return]
 
 
-def _record_keys(store: Store) -> Iterator[tuple[str, str, str]]:
-    """(kind, id, key) of every record in the namespace."""
-    for raw in store._conn.scan(store.keys.namespace_pattern()):
-        try:
-            kind, entity, part = store.keys.parse(raw)
-        except InvalidId:
-            continue
-        if kind not in NOT_RECORDS and not part:
-            yield kind, entity, raw.decode() if isinstance(raw, bytes) else raw
-
-
 def migrate_namespace(
     store: Store, advance: Callable[[int], None] = lambda n: None
 ) -> MigrateReport:
@@ -81,7 +69,7 @@ def migrate_namespace(
     def flush() -> None:
         values = store._conn.gets([key for _, _, key in batch])
         for (kind, entity, key), raw in zip(batch, values, strict=True):
-            collection = _collection(store, kind)
+            collection = collection_of(store, kind)
             try:
                 if raw is not None and collection.spec.outdated(key, raw):
                     report.upgraded += int(collection.upgrade(entity))
@@ -94,21 +82,13 @@ def migrate_namespace(
         advance(len(batch))
         batch.clear()
 
-    for item in _record_keys(store):
+    for item in record_keys(store):
         batch.append(item)
         if len(batch) >= BATCH:
             flush()
     if batch:
         flush()
     return report
-
-
-def _collection(store: Store, kind: str) -> Any:
-    if kind == "user":
-        return store.users
-    if kind == "session":
-        return store.sessions
-    return store.collection(kind)
 
 
 @app.command("migrate")

@@ -27,6 +27,7 @@ from ..records import new_write_id
 from ..scripts import script
 from ._app import app
 from ._output import emit
+from ._records import collection_of
 from .backup_format import NOT_RECORDS
 
 __all__ = ["RotateReport", "rotate"]
@@ -74,7 +75,7 @@ def rotate(store: Store) -> RotateReport:
     for raw_key in store._conn.scan(store.keys.namespace_pattern()):
         report.keys_seen += 1
         try:
-            kind, entity, part = store.keys.parse(raw_key)
+            kind, _, part = store.keys.parse(raw_key)
         except InvalidId:
             continue
         key = raw_key.decode("utf-8") if isinstance(raw_key, bytes) else raw_key
@@ -83,14 +84,13 @@ def rotate(store: Store) -> RotateReport:
         elif kind == "task" and part in ("", "log"):
             _rotate_list(store, key, part, current, report)
         elif kind not in NOT_RECORDS and part == "":
-            _rotate_record(store, kind, entity, key, current, report)
+            _rotate_record(store, kind, key, current, report)
     return report
 
 
 def _rotate_record(
     store: Store,
     kind: str,
-    entity: str,
     key: str,
     current: Callable[[bytes], bool],
     report: RotateReport,
@@ -104,10 +104,7 @@ def _rotate_record(
     if not stale:
         report.current += 1
         return
-    collection = store.users if kind == "user" else store.sessions
-    if kind not in ("user", "session"):
-        collection = store.collection(kind)
-    spec = collection.spec
+    spec = collection_of(store, kind).spec
     args = spec.compact_args(key, spec.compaction(key, raw), new_write_id(), store._conn.memory_ms)
     if args is None:
         raise RedistateError(f"{key!r} re-encrypted would pass its max_bytes: not rotated")

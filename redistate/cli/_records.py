@@ -1,0 +1,32 @@
+"""The records of a namespace, as the commands that rewrite them in place see them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from .. import Store
+from ..errors import InvalidId
+from .backup_format import NOT_RECORDS
+
+__all__ = ["collection_of", "record_keys"]
+
+
+def collection_of(store: Store, kind: str) -> Any:
+    """The store's collection for a record kind (users, sessions, or a named one)."""
+    if kind == "user":
+        return store.users
+    if kind == "session":
+        return store.sessions
+    return store.collection(kind)
+
+
+def record_keys(store: Store) -> Iterator[tuple[str, str, str]]:
+    """(kind, id, key) of every record in the namespace (SCAN, every primary)."""
+    for raw in store._conn.scan(store.keys.namespace_pattern()):
+        try:
+            kind, entity, part = store.keys.parse(raw)
+        except InvalidId:
+            continue
+        if kind not in NOT_RECORDS and not part:
+            yield kind, entity, raw.decode() if isinstance(raw, bytes) else raw
