@@ -230,12 +230,8 @@ class CheckpointSpec:
             ) from exc
         if len(state_bytes) + len(meta) > self.max_bytes:
             raise StateTooLarge(len(state_bytes) + len(meta), self.max_bytes, key)
-        compress = len(state_bytes) > self.compress_above
-        payload = zlib.compress(state_bytes, 1) if compress else state_bytes
-        flag = b"z" if compress else b"-"
-        digest = _digest(meta, state_bytes)
-        blob = b"K1,%s,%s\n%s\n%s" % (digest.encode(), flag, meta, payload)
-        return blob, digest, stored_metadata
+        blob = self._sealed(meta, state_bytes)
+        return blob, blob[3:67].decode(), stored_metadata
 
     def saved(
         self,
@@ -260,7 +256,9 @@ class CheckpointSpec:
         )
 
     def delta_blob(self, key: str, delta: Any) -> bytes:
-        """Encode a delta, a merge patch object: ``<sha256 hex>`` newline ``<codec bytes>``.
+        """Encode a delta, a merge patch object: ``<sha256 hex>[,<schema>]`` newline
+        ``<codec bytes>``; the schema (written past 1, inside the digest) is the one the
+        patch was made against, so a restore brings the state there before applying it.
 
         A patch that is not an object would replace the whole state (RFC 7386), almost
         always a mistake in a delta log, so it is refused.
@@ -270,7 +268,7 @@ class CheckpointSpec:
         body = self.codec.encode(to_json_value(delta), key.encode("utf-8"))
         if len(body) > self.max_bytes:
             raise StateTooLarge(len(body), self.max_bytes, key)
-        return b"%s\n%s" % (hashlib.sha256(body).hexdigest().encode(), body)
+        return _delta_line(self.schema, body) + body
 
     def save_args(
         self,
@@ -371,40 +369,52 @@ class CheckpointSpec:
         Raises:
             IntegrityError: the blob is damaged (its digest is checked first).
         """
-        head = _BLOB_RE.match(blob)
-        newline = -1 if head is None else blob.find(b"\n", head.end())
-        if head is None or newline < 0:
-            raise IntegrityError(f"a checkpoint of {key!r} has no valid header")
-        flag, meta = head.group(2), blob[head.end() : newline]
-        where = f"checkpoint {blob[3:15].decode('ascii', 'replace')}… of {key!r}"
-        payload = blob[newline + 1 :]
-        state_bytes = _inflate(payload, where) if flag == b"z" else payload
-        if _digest(meta, state_bytes) != head.group(1).decode():
-            raise IntegrityError(f"{where} does not match its SHA-256 digest")
+        meta, state_bytes, where = _opened(key, blob)
         if current(state_bytes):
             return None
         state = _decode(self.codec, state_bytes, key, where)
-        fresh = self.codec.encode(state, key.encode("utf-8"))
-        compress = len(fresh) > self.compress_above
-        body = zlib.compress(fresh, 1) if compress else fresh
-        digest = _digest(meta, fresh).encode()
-        return blob[:67], b"K1,%s,%s\n%s\n%s" % (digest, b"z" if compress else b"-", meta, body)
+        return blob[:67], self._sealed(meta, self.codec.encode(state, key.encode("utf-8")))
+
+    def migrated_blob(self, key: str, blob: bytes) -> tuple[bytes, str, bytes] | None:
+        """(prefix naming ``blob``, its checkpoint id, the same checkpoint with its state
+        migrated to :attr:`schema` and stamped so), or None when it is there already.
+
+        Raises:
+            IntegrityError: the blob is damaged. SchemaError: it is newer than this code.
+        """
+        meta, state_bytes, where = _opened(key, blob)
+        fields = orjson.loads(meta)
+        schema = _schema(fields, where)
+        if schema == self.schema:
+            return None
+        state = self.upgraded(schema, _decode(self.codec, state_bytes, key, where), where)
+        fields["schema"] = self.schema
+        fresh_meta = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+        sealed = self._sealed(fresh_meta, self.codec.encode(state, key.encode("utf-8")))
+        return blob[:67], str(fields.get("id", "")), sealed
+
+    def _sealed(self, meta: bytes, state_bytes: bytes) -> bytes:
+        """A checkpoint blob of ``meta`` and encoded state: digest, compression."""
+        compress = len(state_bytes) > self.compress_above
+        body = zlib.compress(state_bytes, 1) if compress else state_bytes
+        digest = _digest(meta, state_bytes).encode()
+        return b"K1,%s,%s\n%s\n%s" % (digest, b"z" if compress else b"-", meta, body)
 
     def recoded_delta(
         self, log_key: str, raw: bytes, current: Callable[[bytes], bool]
     ) -> tuple[bytes, bytes] | None:
         """Like :meth:`recoded_blob`, for one stored delta of the log at ``log_key``."""
         head = _DELTA_RE.match(raw)
-        digest, _, body = (b"", b"", b"") if head is None else raw[head.end() :].partition(b"\n")
-        if head is None or hashlib.sha256(body).hexdigest().encode() != digest:
+        found = None if head is None else _delta_body(raw[head.end() :])
+        if head is None or found is None:
             raise IntegrityError(f"a delta of {log_key!r} is damaged: {raw[:80]!r}")
+        schema, body = found
         if current(body):
             return None
         delta = _decode(self.codec, body, log_key, f"a delta of {log_key!r}")
         fresh = self.codec.encode(delta, log_key.encode("utf-8"))
         prefix = raw[: raw.index(b",", 3) + 1]  # "D1,<id>,"
-        stamped = raw[: head.end()]
-        return prefix, b"%s%s\n%s" % (stamped, hashlib.sha256(fresh).hexdigest().encode(), fresh)
+        return prefix, raw[: head.end()] + _delta_line(schema, fresh) + fresh
 
     def history(self, task_id: str, key: str, reply: Any) -> list[Checkpoint]:
         entries, blobs = reply[0], reply[1]
@@ -435,8 +445,10 @@ class CheckpointSpec:
         applied = 0
         seen: set[str] = set()
         log_key = self.keys.task_log(task_id)
+        where = f"checkpoint {chosen.id if chosen else '(none)'} of task {task_id!r}"
+        at = schema  # the schema the state being folded is in
         for raw in deltas:
-            delta_id, snapshot, patch = self._delta(raw, log_key)
+            delta_id, snapshot, patch, made_at = self._delta(raw, log_key)
             if delta_id is not None and delta_id in seen:
                 continue  # a resend that arrived after another delta: applied once
             if delta_id is not None:
@@ -444,15 +456,17 @@ class CheckpointSpec:
             if delta_id is None or patch is _DAMAGED:
                 skipped.append(delta_id or "?")
                 continue
-            if snapshot != (chosen.id if chosen else ""):
-                skipped.append(delta_id)  # it follows a checkpoint we could not read
+            if snapshot != (chosen.id if chosen else "") or made_at < at:
+                # It follows a checkpoint we could not read, or was made against an
+                # older schema than the state has reached: a patch cannot be migrated.
+                skipped.append(delta_id)
                 continue
+            if made_at > at:  # made by newer code: bring the state to its schema first
+                state, at = self._migrations_to(at, made_at, state, where), made_at
             state = merge_patch(state, patch)
             applied += 1
-        # Deltas follow their checkpoint's schema: fold them, then migrate the result.
+        state = self.upgraded(at, state, where)
         if chosen is not None:
-            where = f"checkpoint {chosen.id} of task {task_id!r}"
-            state = self.upgraded(schema, state, where)
             chosen = replace(chosen, state=self.upgraded(schema, chosen.state, where))
         return Restored(state, chosen, applied, tuple(skipped), complete=not skipped)
 
@@ -472,7 +486,7 @@ class CheckpointSpec:
                 bad.append((name, str(exc)))
         log_key = self.keys.task_log(task_id)
         for n, raw in enumerate(deltas):
-            delta_id, _, patch = self._delta(raw, log_key)
+            delta_id, _, patch, _ = self._delta(raw, log_key)
             if patch is _DAMAGED:
                 name = delta_id or f"delta #{n}"
                 bad.append((name, f"delta {name} of task {task_id!r} is damaged"))
@@ -481,21 +495,54 @@ class CheckpointSpec:
             not bad, count, bad[0][0] if bad else None, tuple(problem for _, problem in bad)
         )
 
-    def _delta(self, raw: bytes, log_key: str) -> tuple[str | None, str, Any]:
+    def _delta(self, raw: bytes, log_key: str) -> tuple[str | None, str, Any, int]:
+        """(id, the checkpoint it follows, the patch or _DAMAGED, the schema it was
+        made against)."""
         head = _DELTA_RE.match(raw)
         if head is None:
-            return None, "", _DAMAGED
+            return None, "", _DAMAGED, 1
         delta_id, snapshot = head.group(1).decode(), head.group(2).decode()
-        digest, _, body = raw[head.end() :].partition(b"\n")
-        if hashlib.sha256(body).hexdigest().encode() != digest:
-            return delta_id, snapshot, _DAMAGED
+        found = _delta_body(raw[head.end() :])
+        if found is None:
+            return delta_id, snapshot, _DAMAGED, 1
+        schema, body = found
         try:
-            return delta_id, snapshot, self.codec.decode(body, log_key.encode("utf-8"))
+            return delta_id, snapshot, self.codec.decode(body, log_key.encode("utf-8")), schema
         except CodecError:
-            return delta_id, snapshot, _DAMAGED
+            return delta_id, snapshot, _DAMAGED, schema
+
+    def _migrations_to(self, schema: int, target: int, state: Any, where: str) -> Any:
+        """``state`` at ``schema`` brought to ``target`` (not past it: a delta made there
+        applies next)."""
+        if self._migrations is None:
+            raise SchemaError(f"a delta after {where} has schema {target}, newer than this code")
+        return self._migrations.upgrade_to("checkpoint", schema, target, state, where)
 
 
 _DAMAGED: Final = object()
+
+
+def _delta_line(schema: int, body: bytes) -> bytes:
+    """A delta's digest line: SHA-256 of the body (schema 1, the first format), or of
+    the schema and the body with the schema after a comma, so neither can be edited."""
+    if schema == 1:
+        return hashlib.sha256(body).hexdigest().encode() + b"\n"
+    digest = hashlib.sha256(b"%d\n%s" % (schema, body)).hexdigest().encode()
+    return b"%s,%d\n" % (digest, schema)
+
+
+def _delta_body(rest: bytes) -> tuple[int, bytes] | None:
+    """(schema, body) of a delta after its header line, or None if its digest fails."""
+    line, _, body = rest.partition(b"\n")
+    digest, comma, schema_text = line.partition(b",")
+    schema = 1
+    if comma:
+        if not schema_text.isdigit() or schema_text.startswith(b"0"):
+            return None
+        schema = int(schema_text)
+    if _delta_line(schema, body) != line + b"\n" or not digest:
+        return None
+    return schema, body
 
 
 class _Entry(NamedTuple):
@@ -522,6 +569,21 @@ def _entry(task_id: str, entry: bytes) -> _Entry:
         dt.datetime.fromtimestamp(int(created_ms) / 1000, tz=dt.timezone.utc),
         int(fence) or None,
     )
+
+
+def _opened(key: str, blob: bytes) -> tuple[bytes, bytes, str]:
+    """(meta JSON, state bytes, a name for messages) of a stored blob, digest checked."""
+    head = _BLOB_RE.match(blob)
+    newline = -1 if head is None else blob.find(b"\n", head.end())
+    if head is None or newline < 0:
+        raise IntegrityError(f"a checkpoint of {key!r} has no valid header")
+    flag, meta = head.group(2), blob[head.end() : newline]
+    where = f"checkpoint {blob[3:15].decode('ascii', 'replace')}… of {key!r}"
+    payload = blob[newline + 1 :]
+    state_bytes = _inflate(payload, where) if flag == b"z" else payload
+    if _digest(meta, state_bytes) != head.group(1).decode():
+        raise IntegrityError(f"{where} does not match its SHA-256 digest")
+    return meta, state_bytes, where
 
 
 def _schema(meta: dict[str, Any], where: str) -> int:

@@ -47,7 +47,8 @@ def entity_keys(keys: KeySpace, item: str) -> tuple[list[str], str]:
             return list(task), keys.writes(task[0])
         if kind == EVENTS:
             stream = keys.events(entity_id)
-            return [stream, keys.events_anchor(entity_id)], keys.writes(stream)
+            staging = keys.events_staging(entity_id)
+            return [stream, keys.events_anchor(entity_id), staging], keys.writes(stream)
         record = keys.record(kind, entity_id)
         return [record], keys.writes(record)
     except ValueError:

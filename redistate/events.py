@@ -27,6 +27,7 @@ __all__ = [
     "Anchor",
     "Event",
     "EventSpec",
+    "Recode",
     "Reducer",
     "canonical",
     "default_reducer",
@@ -53,6 +54,8 @@ class Event:
 
 
 Reducer = Callable[[Any, Event], Any]
+# A rewrite's view of one stored payload: (schema, bytes) -> its replacement, or None.
+Recode = Callable[[int, bytes], "tuple[int, bytes] | None"]
 
 
 def canonical(prev: str, seq: int, type: str, schema: int, at_ms: int, payload: bytes) -> bytes:
@@ -102,6 +105,7 @@ class Anchor:
     seq: int
     state: Any
     removed: int
+    raw: bytes = b""  # the state as stored (encoded by the codec)
 
 
 class EventSpec:
@@ -159,6 +163,7 @@ class EventSpec:
                 int(fields[b"seq"]),
                 self.codec.decode(state, key.encode("utf-8")),
                 int(fields.get(b"removed", b"0")),
+                state,
             )
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise IntegrityError(f"the trim anchor of {key!r} is malformed: {exc!r:.80}") from None
@@ -200,6 +205,56 @@ class EventSpec:
                 break
             count += 1
         return count
+
+    def rechained(
+        self,
+        key: str,
+        anchor: tuple[str, int],
+        entries: list[tuple[Any, dict[bytes, bytes]]],
+        payload: Recode,
+    ) -> tuple[list[tuple[Any, ...]], int]:
+        """The chain rebuilt with ``payload(schema, data)``'s replacements — ARGV groups
+        of event_rewrite's "add" (id, n, t, s, at, p, prev, d) — and how many events
+        changed. Types, times, positions and stream ids stay.
+
+        Raises:
+            IntegrityError: the chain does not verify as it is. A rewrite recomputes
+                every digest after the first changed event, so rewriting a broken
+                chain would turn the evidence of tampering into a valid chain.
+        """
+        check = self.verify(key, anchor, entries)
+        if not check.ok:
+            raise IntegrityError(
+                f"not rewriting {key!r}: its events do not verify "
+                f"(first bad {check.first_bad}: {check.problems[0]})"
+            )
+        prev, changed, rows = anchor[0], 0, []
+        for entry_id, fields in entries:
+            seq, kind, at_ms = int(fields[b"n"]), fields[b"t"].decode(), int(fields[b"at"])
+            schema, data = int(fields[b"s"]), fields[b"p"]
+            fresh = payload(schema, data)
+            if fresh is not None:
+                (schema, data), changed = fresh, changed + 1
+            digest = digest_of(prev, seq, kind, schema, at_ms, data)
+            rows.append((entry_id, seq, kind, schema, at_ms, data, prev, digest))
+            prev = digest
+        return rows, changed
+
+    def migrated(self, key: str, schema: int, data: bytes) -> tuple[int, bytes] | None:
+        """An event payload stored at ``schema`` migrated to :attr:`schema` and encoded
+        again (``redistate migrate``), or None when it is there already.
+
+        Raises:
+            SchemaError: the payload is newer than this code, or no step leads on.
+        """
+        if schema == self.schema:
+            return None
+        where = f"an event of {key!r}"
+        if self._migrations is None:
+            raise SchemaError(f"{where} has schema {schema}, newer than this code")
+        value = self.codec.decode(data, key.encode("utf-8"))
+        value = self._migrations.upgrade("event", schema, value, where)
+        return self.schema, self.codec.encode(value, key.encode("utf-8"))
 
     def event(self, key: str, entry_id: bytes | str, fields: dict[bytes, bytes]) -> Event:
         """A stream entry as an Event: payload decoded and migrated to :attr:`schema`

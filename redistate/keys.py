@@ -19,7 +19,7 @@ MAX_ID_BYTES: Final = 512
 RESERVED_KINDS: Final = frozenset(
     {
         "session", "sessions", "user", "users", "task", "lock", "fence", "event", "events",
-        "step", "steps",
+        "step", "steps", "agents", "graph", "graphrun",
         "checkpoint", "checkpoints", "lease", "meta", "schema", "migration", "index",
         "idx", "link", "links", "sys", "internal",
     }
@@ -148,6 +148,26 @@ class KeySpace:
         """Where trimmed events end: ``ns:events:{id}:anchor``, a hash (seq, digest,
         state) the remaining chain continues from."""
         return f"{self.namespace}:events:{{{escape_id(entity)}}}:anchor"
+
+    def events_staging(self, entity: str) -> str:
+        """Where a rewrite of an entity's events (rotate-keys, migrate) builds the new
+        chain before it replaces the stream: ``ns:events:{id}:staging``, expiring."""
+        return f"{self.namespace}:events:{{{escape_id(entity)}}}:staging"
+
+    def agent_session(self, session_id: str) -> str:
+        """Items of an OpenAI Agents SDK session (redistate.agents), a list:
+        ``ns:agents:{id}``."""
+        return f"{self.namespace}:agents:{{{escape_id(session_id)}}}"
+
+    def graph_thread(self, thread_id: str, part: str) -> str:
+        """A LangGraph thread's keys (redistate.langgraph), all in the thread's hash
+        slot: ``ns:graph:{thread}:<part>``, ``part`` one of the saver's fixed names."""
+        return f"{self.namespace}:graph:{{{escape_id(thread_id)}}}:{part}"
+
+    def graph_run(self, run_id: str) -> str:
+        """Threads a LangGraph run wrote checkpoints to (for ``delete_for_runs``), a
+        set in the run's own slot: ``ns:graphrun:{run_id}``."""
+        return f"{self.namespace}:graphrun:{{{escape_id(run_id)}}}"
 
     def lock(self, name: str) -> str:
         """Lease key: ``ns:lock:{name}``."""

@@ -83,16 +83,24 @@ class Migrations:
             SchemaError: the value is newer than this code knows, or older than the
                 first registered step.
         """
+        return self.upgrade_to(kind, version, self.current(kind), data, where)
+
+    def upgrade_to(self, kind: str, version: int, target: int, data: Any, where: str) -> Any:
+        """``data`` stored at ``version``, brought to ``target`` (at most :meth:`current`).
+
+        Raises:
+            SchemaError: as :meth:`upgrade`, or ``target`` is past what this code knows.
+        """
         newest = self.current(kind)
-        if version == newest:
+        if version == target:
             return data
-        if version > newest:
+        if version > newest or target > newest:
             raise SchemaError(
-                f"{where} has schema {version}, newer than this code knows ({newest}): "
-                f"upgrade the code, or register the step from {newest}"
+                f"{where} has schema {max(version, target)}, newer than this code knows "
+                f"({newest}): upgrade the code, or register the step from {newest}"
             )
         steps = self._steps.get(kind, {})
-        for v in range(version, newest):
+        for v in range(version, target):
             step = steps.get(v)
             if step is None:
                 raise SchemaError(

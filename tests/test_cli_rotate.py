@@ -40,7 +40,9 @@ def _b64(key: bytes) -> str:
 def _key_ids(store: Store) -> dict[str, set[str | None]]:
     """The key ids of every encrypted value under the namespace, by kind of value."""
     raw: Any = store._conn.client
-    found: dict[str, set[str | None]] = {"record": set(), "checkpoint": set(), "delta": set()}
+    found: dict[str, set[str | None]] = {
+        "record": set(), "checkpoint": set(), "delta": set(), "event": set()
+    }  # fmt: skip
     for key in store._conn.scan(store.keys.namespace_pattern()):
         kind, _, part = store.keys.parse(key)
         if kind == "task" and part == "":
@@ -50,6 +52,8 @@ def _key_ids(store: Store) -> dict[str, set[str | None]]:
         elif kind == "task" and part == "log":
             for delta in raw.lrange(key, 0, -1):
                 found["delta"].add(key_id(delta.split(b"\n", 2)[2]))
+        elif kind == "events" and part == "":
+            found["event"].update(key_id(f[b"p"]) for _, f in raw.xrange(key, "-", "+"))
         elif kind in ("session", "user", "notes") and part == "":
             env = unpack(key.decode(), raw.get(key))
             parts = frames(key.decode(), env.payload) if env.log else [env.payload]
@@ -67,7 +71,8 @@ def _seed(store: Store) -> dict[str, Any]:
     store.checkpoints.save("t1", {"step": 2, "big": "x" * 5000})  # compressed
     store.checkpoints.log("t1", {"note": "a"})
     store.checkpoints.log("t1", {"note": "b"})
-    store.events.append("t1", "initialized", {"a": 1})  # left as it is, and counted
+    store.events.append("t1", "initialized", {"a": 1})
+    store.events.append("t1", "updated", {"b": 2})
     users = store.users.get("u1")
     assert users is not None
     return {
@@ -76,6 +81,7 @@ def _seed(store: Store) -> dict[str, Any]:
         "user": users,
         "restored": store.checkpoints.restore("t1"),
         "history": store.checkpoints.history("t1"),
+        "events": store.events.read("t1"),
     }
 
 
@@ -86,7 +92,9 @@ def test_rotate_keys_moves_everything_to_the_primary_in_place(
         server_backend.sync_client(), namespace=namespace, codec=EncryptedCodec({"k1": K1}, "k1")
     )
     before = _seed(old)
-    assert _key_ids(old) == {"record": {"k1"}, "checkpoint": {"k1"}, "delta": {"k1"}}
+    assert _key_ids(old) == {
+        "record": {"k1"}, "checkpoint": {"k1"}, "delta": {"k1"}, "event": {"k1"}
+    }  # fmt: skip
     args = ["--url", server_backend.url, "--namespace", namespace, "rotate-keys", "--json"]
     both = f"k2={_b64(K2)},k1={_b64(K1)}"  # the first listed is the primary
 
@@ -96,13 +104,15 @@ def test_rotate_keys_moves_everything_to_the_primary_in_place(
     assert (report["records"], report["checkpoints"], report["deltas"]) == (3, 2, 2)
     # session 1, note 1, u1 5 frames (folded at the 16th merge: a base + 4 patches since),
     # 2 checkpoint states, 2 deltas
-    assert report["moved off"] == "k1: 11"
-    assert report["event streams not rotated"] == 1
+    assert report["moved off"] == "k1: 13"  # and 2 event payloads
+    assert report["events"] == 2 and report["event chains not verified"] == 0
 
     new = Store(
         server_backend.sync_client(), namespace=namespace, codec=EncryptedCodec({"k2": K2}, "k2")
     )
-    assert _key_ids(new) == {"record": {"k2"}, "checkpoint": {"k2"}, "delta": {"k2"}}
+    assert _key_ids(new) == {
+        "record": {"k2"}, "checkpoint": {"k2"}, "delta": {"k2"}, "event": {"k2"}
+    }  # fmt: skip
     session = new.sessions.get("s1")
     assert session == before["session"]  # data, version and expiry unchanged
     assert 0 < new.sessions.ttl("s1") <= 600  # type: ignore[operator]
@@ -119,15 +129,43 @@ def test_rotate_keys_moves_everything_to_the_primary_in_place(
         (c.seq, c.id, c.state, c.created_at) for c in before["history"]
     ]
     assert new.checkpoints.verify("t1").ok
-    assert new.events.verify("t1").ok  # untouched: still a valid chain
+    assert new.events.verify("t1").ok  # re-chained over the new ciphertexts
+    events = new.events.read("t1")
+    assert [(e.id, e.type, e.payload) for e in events] == [
+        (e.id, e.type, e.payload) for e in before["events"]
+    ]
 
     again = run(*args, env=_env(both))
     assert again.returncode == 0, again.stderr
     second = json.loads(again.stdout)
     assert (second["records"], second["checkpoints"], second["deltas"]) == (0, 0, 0)
-    assert second["moved off"] == "none"
+    assert second["moved off"] == "none" and second["events"] == 0
     old.close()
     new.close()
+
+
+def test_rotate_keys_leaves_an_event_chain_that_does_not_verify(
+    server_backend: Backend, namespace: str
+) -> None:
+    old = _store(server_backend, namespace, {"k1": K1}, "k1")
+    old.events.append("t1", "initialized", {"a": 1})
+    old.events.append("t1", "updated", {"b": 2})
+    old.events.append("t2", "initialized", {"c": 3})
+    raw: Any = old._conn.client
+    key = old.keys.events("t1")
+    _, (_, second) = raw.xrange(key, "-", "+")
+    raw.delete(key)
+    raw.xadd(key, second, id=b"1-1")  # the first event removed: the chain is broken
+    args = ["--url", server_backend.url, "--namespace", namespace, "rotate-keys", "--json"]
+
+    done = run(*args, env=_env(f"k2={_b64(K2)},k1={_b64(K1)}"))
+    assert done.returncode == 1
+    report = json.loads(done.stdout.splitlines()[0])
+    assert report["events"] == 1 and report["event chains not verified"] == 1
+    assert f"were not re-encrypted (see redistate events ENTITY), e.g. {key}" in done.stderr
+    assert [f for _, f in raw.xrange(key, "-", "+")] == [second]  # the evidence kept
+    assert key_id(raw.xrange(old.keys.events("t2"), "-", "+")[0][1][b"p"]) == "k2"
+    old.close()
 
 
 def test_rotate_keys_needs_keys_and_refuses_bad_ones(
@@ -169,14 +207,20 @@ def test_rotate_keys_encrypts_a_namespace_written_before_encryption(
     plain.users.merge("u2", {"a": 1})
     plain.checkpoints.save("t1", {"step": 1})
     plain.checkpoints.log("t1", {"note": "a"})
+    plain.events.append("t1", "initialized", {"secret": "ann"})
     args = ["--url", server_backend.url, "--namespace", namespace, "rotate-keys", "--json"]
     done = run(*args, env=_env(f"k1={_b64(K1)}"))
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert (report["records"], report["checkpoints"], report["deltas"]) == (2, 1, 1)
-    assert report["moved off"] == "(not encrypted): 4"  # u1, u2 (one patch), state, delta
+    assert report["events"] == 1
+    assert report["moved off"] == "(not encrypted): 5"  # u1, u2 (one patch), state, delta, event
     sealed = _store(server_backend, namespace, {"k1": K1}, "k1")
-    assert _key_ids(sealed) == {"record": {"k1"}, "checkpoint": {"k1"}, "delta": {"k1"}}
+    assert _key_ids(sealed) == {
+        "record": {"k1"}, "checkpoint": {"k1"}, "delta": {"k1"}, "event": {"k1"}
+    }  # fmt: skip
+    assert sealed.events.verify("t1").ok
+    assert sealed.events.read("t1")[0].payload == {"secret": "ann"}
     assert sealed.users.get("u1").data == {"name": "ann"}  # type: ignore[union-attr]
     assert sealed.users.get("u2").data == {"a": 1}  # type: ignore[union-attr]
     restored = sealed.checkpoints.restore("t1")

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Callable
 from typing import Any
 
 from .._backoff import backoff_delay
@@ -12,7 +12,16 @@ from .._io import sync_sleep
 from ..checkpoints import Verification
 from ..erasure import EVENTS, entry
 from ..errors import ConflictError, IntegrityError
-from ..events import Anchor, Event, EventSpec, Reducer, check_type, default_reducer, state_digest
+from ..events import (
+    Anchor,
+    Event,
+    EventSpec,
+    Recode,
+    Reducer,
+    check_type,
+    default_reducer,
+    state_digest,
+)
 from ..keys import KeySpace
 from ..leases import guard_args
 from ..records import new_write_id
@@ -24,6 +33,7 @@ __all__ = ["Events"]
 
 _APPEND = script("event_append")
 _TRIM = script("event_trim")
+_REWRITE = script("event_rewrite")
 _PAGE = 1000  # stream entries per read
 _HEADS = 4096  # chain ends remembered per store (cleared when full)
 
@@ -203,6 +213,42 @@ class Events:
         digest = last[b"d"].decode()
         args = (_text(last_id), digest, last[b"n"], data, state_digest(digest, data))
         return int(self._conn.script(_TRIM, (key, anchor_key), args))
+
+    def rewrite(
+        self, entity: str, payload: Recode, anchor: Callable[[bytes], bytes | None] | None = None
+    ) -> int:
+        """Replace ``entity``'s events with the same events whose payloads
+        ``payload(schema, data)`` re-encodes (None: as they are), the chain recomputed
+        from the first one changed, and the trim anchor's stored state with
+        ``anchor(state)``'s. Built in a staging stream in pages, then swapped in by one
+        script only if no append or trim happened meanwhile. For ``redistate
+        rotate-keys`` and ``redistate migrate``: every digest after the first changed
+        event changes, so a digest of the chain's end kept elsewhere must be taken anew.
+        Returns how many events changed (0: nothing written).
+
+        Raises:
+            IntegrityError: the chain does not verify (nothing is rewritten).
+            ConflictError: the stream changed meanwhile (nothing replaced): call again.
+        """
+        key = self.keys.events(entity)
+        keys = (key, self.keys.events_staging(entity), self.keys.events_anchor(entity))
+        found, entries = self._snapshot(entity)
+        rows, changed = self.spec.rechained(key, (found.digest, found.seq), entries, payload)
+        state = anchor(found.raw) if anchor is not None and found.id else None
+        if changed == 0 and state is None:
+            return 0
+        for start in range(0, len(rows), _PAGE):
+            page = [value for row in rows[start : start + _PAGE] for value in row]
+            self._conn.script(_REWRITE, keys, ("add", int(start == 0), *page))
+        swap: tuple[Any, ...] = ("", "", 0, "")
+        if entries:
+            last_id, last = entries[-1]
+            swap = (_text(last_id), last[b"d"], len(rows), rows[-1][-1])
+        sealed = ("", "") if state is None else (state, state_digest(found.digest, state))
+        if not int(self._conn.script(_REWRITE, keys, ("swap", *swap, *sealed))):
+            raise ConflictError(key, len(rows), -1)
+        self._heads.pop(entity, None)
+        return changed + (state is not None)
 
 
 def _text(value: Any) -> str:

@@ -9,7 +9,7 @@ from .. import Store
 from ..errors import InvalidId
 from .backup_format import NOT_RECORDS
 
-__all__ = ["collection_of", "record_keys"]
+__all__ = ["collection_of", "namespace_keys", "record_keys"]
 
 
 def collection_of(store: Store, kind: str) -> Any:
@@ -21,12 +21,20 @@ def collection_of(store: Store, kind: str) -> Any:
     return store.collection(kind)
 
 
-def record_keys(store: Store) -> Iterator[tuple[str, str, str]]:
-    """(kind, id, key) of every record in the namespace (SCAN, every primary)."""
+def namespace_keys(store: Store) -> Iterator[tuple[str, str, str]]:
+    """(kind, id, key) of every entity's main key in the namespace (SCAN, every
+    primary): records, tasks' checkpoint lists, event streams."""
     for raw in store._conn.scan(store.keys.namespace_pattern()):
         try:
             kind, entity, part = store.keys.parse(raw)
         except InvalidId:
             continue
-        if kind not in NOT_RECORDS and not part:
+        if not part and (kind not in NOT_RECORDS or kind in ("task", "events")):
             yield kind, entity, raw.decode() if isinstance(raw, bytes) else raw
+
+
+def record_keys(store: Store) -> Iterator[tuple[str, str, str]]:
+    """(kind, id, key) of every record in the namespace (SCAN, every primary)."""
+    for item in namespace_keys(store):
+        if item[0] not in NOT_RECORDS:
+            yield item

@@ -5,9 +5,11 @@ key is decrypted with whichever key it names and written back encrypted with the
 primary, in place: versions, TTLs, sequence numbers and fences stay as they are; values
 written before the namespace was encrypted are encrypted too. A value
 written meanwhile is skipped by the script that checks it (it was written with the
-primary already, or is caught by a second run). Afterwards the old keys can go — unless
-the namespace has audit events: their digests cover the encrypted payloads, so they are
-not rewritten (counted in the report); keep the keys that wrote them.
+primary already, or is caught by a second run). Audit events are rewritten too, after
+their chain is verified: their digests cover the encrypted payloads, so the chain is
+recomputed from the first re-encrypted event (a digest of its end kept elsewhere must
+be taken anew); a chain that does not verify is left as it is and named (exit 1).
+Afterwards the old keys can go.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import typer
 from .. import RedistateError, Store
 from ..encryption import EncryptedCodec, key_id
 from ..envelope import unpack
-from ..errors import InvalidId
+from ..errors import ConflictError, IntegrityError, InvalidId
 from ..mergelog import frames
 from ..records import new_write_id
 from ..scripts import script
@@ -46,7 +48,8 @@ class RotateReport:
     current: int = 0
     changed: int = 0
     keys_seen: int = 0
-    event_streams: int = 0  # left as they are: see the module doc
+    events: int = 0  # event payloads (and trim anchors) re-encrypted, chains recomputed
+    unverified: list[str] = field(default_factory=list)  # event chains left: see the doc
     old_keys: dict[str, int] = field(default_factory=dict)  # key id -> values moved off it
 
 
@@ -75,12 +78,12 @@ def rotate(store: Store) -> RotateReport:
     for raw_key in store._conn.scan(store.keys.namespace_pattern()):
         report.keys_seen += 1
         try:
-            kind, _, part = store.keys.parse(raw_key)
+            kind, entity, part = store.keys.parse(raw_key)
         except InvalidId:
             continue
         key = raw_key.decode("utf-8") if isinstance(raw_key, bytes) else raw_key
         if kind == "events" and part == "":
-            report.event_streams += 1
+            _rotate_events(store, entity, current, report)
         elif kind == "task" and part in ("", "log"):
             _rotate_list(store, key, part, current, report)
         elif kind not in NOT_RECORDS and part == "":
@@ -140,14 +143,35 @@ def _rotate_list(
     report.changed += len(pairs) // 2 - done
 
 
+def _rotate_events(
+    store: Store, entity: str, current: Callable[[bytes], bool], report: RotateReport
+) -> None:
+    codec, aad = store.codec, store.keys.events(entity).encode("utf-8")
+
+    def again(data: bytes) -> bytes | None:
+        return None if current(data) else codec.encode(codec.decode(data, aad), aad)
+
+    def payload(schema: int, data: bytes) -> tuple[int, bytes] | None:
+        fresh = again(data)
+        return None if fresh is None else (schema, fresh)
+
+    try:
+        report.events += store.events.rewrite(entity, payload, again)
+    except ConflictError:
+        report.changed += 1  # appended or trimmed meanwhile: the next run rotates it
+    except IntegrityError:
+        report.unverified.append(store.keys.events(entity))
+
+
 @app.command("rotate-keys")
 def rotate_keys(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="one JSON line instead of a table"),
 ) -> None:
-    """Re-encrypt every record, checkpoint and delta of the namespace with the primary
-    key of REDISTATE_KEYS (versions, TTLs and fences kept). Run it again until it
-    rewrites nothing; then the old keys can be dropped."""
+    """Re-encrypt every record, checkpoint, delta and audit event of the namespace with
+    the primary key of REDISTATE_KEYS (versions, TTLs and fences kept; event chains
+    verified, then recomputed). Run it again until it rewrites nothing; then the old
+    keys can be dropped."""
     store: Store = ctx.obj.store
     report = rotate(store)
     moved = ", ".join(f"{k}: {n}" for k, n in sorted(report.old_keys.items())) or "none"
@@ -158,7 +182,13 @@ def rotate_keys(
         "already current": report.current,
         "changed meanwhile": report.changed,
         "moved off": moved,
-        "event streams not rotated": report.event_streams,
+        "events": report.events,
+        "event chains not verified": len(report.unverified),
     }
     primary = getattr(store.codec, "primary", "?")
     emit([row], as_json, f"rotated {store.keys.namespace} to key {primary}")
+    if report.unverified:
+        raise RedistateError(
+            f"{len(report.unverified)} event chain(s) do not verify and were not "
+            f"re-encrypted (see redistate events ENTITY), e.g. {report.unverified[0]}"
+        )

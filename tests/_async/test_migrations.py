@@ -183,3 +183,40 @@ async def test_event_payloads_migrate_and_the_chain_still_verifies(
     finally:
         await old.aclose()
         await new.aclose()
+
+
+async def test_deltas_carry_the_schema_they_were_made_against(
+    backend: Backend, namespace: str
+) -> None:
+    """New code logs a delta after a checkpoint old code saved: the state is migrated to
+    the delta's schema before the patch applies (a patch in the new shape on old data
+    would be wrong); a delta older than the state it would apply to is skipped, said."""
+    old = AsyncStore(backend.async_client(), namespace=namespace)
+    new = AsyncStore(backend.async_client(), namespace=namespace)
+    new.migrations.register("checkpoints", 1, split_name)
+    raw = backend.raw()
+    try:
+        await old.checkpoints.save("t1", {"name": "Ann Lee", "step": 1})
+        await old.checkpoints.log("t1", {"step": 2})  # schema 1
+        await new.checkpoints.log("t1", {"last": "Chen"})  # schema 2: after the split
+        restored = await new.checkpoints.restore("t1")
+        assert restored is not None and restored.complete
+        assert restored.state == {"first": "Ann", "last": "Chen", "step": 2}
+        assert restored.deltas_applied == 2
+        with pytest.raises(SchemaError, match="schema 2, newer than this code"):
+            await old.checkpoints.restore("t1")  # it cannot bring the state there
+        await old.checkpoints.log("t1", {"name": "Bo Chen"})  # old code, after a new delta
+        late = await new.checkpoints.restore("t1")
+        assert late is not None and not late.complete and len(late.skipped) == 1
+        assert late.state == restored.state  # the old-shape patch was not applied
+        # The schema is inside the delta's digest: editing it is damage, not a migration.
+        log_key = new.keys.task_log("t1")
+        stamped = raw.lindex(log_key, 1)
+        assert b",2\n" in stamped
+        raw.lset(log_key, 1, stamped.replace(b",2\n", b",1\n", 1))
+        check = await new.checkpoints.verify("t1")
+        assert not check.ok and "damaged" in check.problems[0]
+    finally:
+        raw.close()
+        await old.aclose()
+        await new.aclose()

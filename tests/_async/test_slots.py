@@ -88,6 +88,11 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         # rotate-keys: a checkpoint list and its delta log, one key per call.
         for list_key in (task_keys[0], store.keys.task_log(entity)):
             await store._conn.script(script("checkpoint_recode"), (list_key,), ())
+        # redistate migrate: checkpoints in place, events rewritten in a staging stream.
+        migrate_keys = (task_keys[0], task_keys[2])
+        await store._conn.script(script("checkpoint_migrate"), migrate_keys, (2,))
+        await store.events.append(entity, "step", {"n": 2})
+        await store.events.rewrite(entity, lambda schema, data: (schema, data + b" "))
         async with store.task(entity) as run:
             await run.save({"step": 1})
         # redistate import: one script per entity, with the keys import_call chooses.

@@ -13,6 +13,7 @@ import pytest
 
 from redistate import (
     Store,
+    ConflictError,
     EncryptedCodec,
     Event,
     IntegrityError,
@@ -379,3 +380,101 @@ def test_concurrent_trims_remove_each_event_once(store: Store) -> None:
     check = store.events.verify("t1")
     assert check.ok and check.count == 4
     assert len(store.events.fold("t1")) == 12
+
+
+# -- rewriting (rotate-keys, migrate) ------------------------------------------------------
+
+
+def _reencrypt(codec: EncryptedCodec, key: str) -> Callable[[int, bytes], Any]:
+    aad = key.encode()
+
+    def payload(schema: int, data: bytes) -> tuple[int, bytes] | None:
+        if codec.current(data):
+            return None
+        return schema, codec.encode(codec.decode(data, aad), aad)
+
+    return payload
+
+
+def test_a_rewrite_reencrypts_and_recomputes_the_chain(
+    backend: Backend, namespace: str
+) -> None:
+    k1, k2 = os.urandom(32), os.urandom(32)
+    old = Store(
+        backend.sync_client(), namespace=namespace, codec=EncryptedCodec({"k1": k1}, "k1")
+    )
+    both = EncryptedCodec({"k2": k2, "k1": k1}, "k2")
+    rotating = Store(backend.sync_client(), namespace=namespace, codec=both)
+    only_new = Store(
+        backend.sync_client(), namespace=namespace, codec=EncryptedCodec({"k2": k2}, "k2")
+    )
+    try:
+        events = appended(old)
+        old.events.append("t1", "updated", {"plan": "team"})
+        assert old.events.trim("t1", keep=3) == 3  # an anchor, encrypted with k1
+        before = old.events.read("t1")
+        folded = old.events.fold("t1")
+        key = old.keys.events("t1")
+        reencrypt = _reencrypt(both, key)
+
+        def anchor(data: bytes) -> bytes | None:
+            fresh = reencrypt(0, data)
+            return None if fresh is None else fresh[1]
+
+        assert rotating.events.rewrite("t1", reencrypt, anchor) == 4  # 3 + the anchor
+        raw = entries(backend, key)
+        assert all(fields[b"p"].startswith(b"E1:k2:") for _, fields in raw)
+        after = only_new.events.read("t1")  # k1 is no longer needed
+        assert [(e.id, e.type, e.payload, e.at, e.seq) for e in after] == [
+            (e.id, e.type, e.payload, e.at, e.seq) for e in before
+        ]
+        assert after[0].prev == before[0].prev == events[2].digest  # from the anchor on
+        assert all(a.digest != b.digest for a, b in zip(after, before, strict=True))
+        assert (only_new.events.verify("t1")).ok
+        assert only_new.events.fold("t1") == folded
+        assert rotating.events.rewrite("t1", reencrypt, anchor) == 0  # all current
+        # Appenders continue the new chain, also one that remembered the old end.
+        assert (old.events.append("t1", "ok", 1)).prev == after[-1].digest
+        assert (only_new.events.verify("t1")).ok
+    finally:
+        for s in (old, rotating, only_new):
+            s.close()
+
+
+def test_a_rewrite_refuses_a_chain_that_does_not_verify(
+    store: Store, backend: Backend
+) -> None:
+    appended(store)
+    key = store.keys.events("t1")
+    tampered = _edit(b"p", b'{"tool":"transfer"}', redigest=True)(entries(backend, key))
+    rebuild(backend, key, tampered)
+
+    def bump(schema: int, data: bytes) -> tuple[int, bytes]:
+        return schema, data + b" "
+
+    with pytest.raises(IntegrityError, match="do not verify"):
+        store.events.rewrite("t1", bump)  # would launder the forgery
+    assert entries(backend, key) == tampered
+    assert not (store.events.verify("t1")).ok
+
+
+def test_a_rewrite_gives_way_to_an_append_made_meanwhile(
+    store: Store, backend: Backend
+) -> None:
+    appended(store)
+    key = store.keys.events("t1")
+    raw = backend.raw()
+    try:
+        appends: list[Any] = []
+
+        def bump(schema: int, data: bytes) -> tuple[int, bytes]:
+            if not appends:  # another writer appends while the new chain is computed
+                appends.append(raw.xadd(key, {b"n": b"6"}))
+            return schema, data
+
+        with pytest.raises(ConflictError):
+            store.events.rewrite("t1", bump)
+        assert raw.exists(store.keys.events_staging("t1")) == 0
+        assert len(entries(backend, key)) == 6  # the original five and the append
+    finally:
+        raw.close()
