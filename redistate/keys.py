@@ -164,6 +164,10 @@ class KeySpace:
         slot: ``ns:graph:{thread}:<part>``, ``part`` one of the saver's fixed names."""
         return f"{self.namespace}:graph:{{{escape_id(thread_id)}}}:{part}"
 
+    def graph_pattern(self) -> str:
+        """SCAN pattern matching one key (the index) of every LangGraph thread."""
+        return f"{self.namespace}:graph:{{*}}:idx"
+
     def graph_run(self, run_id: str) -> str:
         """Threads a LangGraph run wrote checkpoints to (for ``delete_for_runs``), a
         set in the run's own slot: ``ns:graphrun:{run_id}``."""

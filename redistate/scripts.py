@@ -37,9 +37,17 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "event_trim": (),
     "event_rewrite": (),
     "read_lists": (),
+    "graph_put": ("_envelope", "_graph"),
+    "graph_writes": ("_envelope", "_graph"),
+    "graph_read": ("_graph",),
+    "graph_remove": ("_graph",),
+    "graph_copy": ("_envelope", "_graph"),
     "import_record": ("_envelope",),
     "import_task": ("_envelope",),
     "import_fence": (),
+    "agents_add": ("_envelope",),
+    "agents_pop": ("_envelope",),
+    "agents_clear": ("_envelope",),
 }
 
 

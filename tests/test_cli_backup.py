@@ -586,3 +586,41 @@ def test_event_streams_are_named_as_left_out_not_misread(
     assert lines[0].startswith("exported 1 entity (1 record, 0 tasks, 0 fences)")
     # the stream and its write memory
     assert "left out 2 audit event keys: exporting events is not supported yet" in lines
+
+
+def test_framework_keys_are_named_as_left_out_not_misread(
+    server_backend: Backend, namespace: str, tmp_path: Path
+) -> None:
+    """LangGraph threads and Agents SDK sessions are not in export format 1 yet."""
+    import asyncio
+
+    from redistate import AsyncStore
+    from redistate.agents import RedistateSession
+    from redistate.langgraph import RedisStateSaver
+
+    with Store(server_backend.sync_client(), namespace=namespace) as store:
+        store.users.put("u1", {"a": 1})
+        saver = RedisStateSaver(store)
+        from langchain_core.runnables import RunnableConfig
+        from langgraph.checkpoint.base import empty_checkpoint
+
+        config: RunnableConfig = {"configurable": {"thread_id": "th1", "checkpoint_ns": ""}}
+
+        saver.put(config, empty_checkpoint(), {"run_id": "r1"}, {})
+
+    async def add() -> None:
+        async with AsyncStore(server_backend.async_client(), namespace=namespace) as astore:
+            await RedistateSession("s1", store=astore).add_items(
+                [{"role": "user", "content": "hi"}]
+            )
+
+    asyncio.run(add())
+    path = tmp_path / "backup.jsonl"
+    done = run("--url", server_backend.url, "--namespace", namespace, "export", "--out", str(path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("exported 1 entity (1 record, 0 tasks, 0 fences)")
+    assert any(
+        line.startswith("left out") and "LangGraph or Agents SDK keys" in line for line in lines
+    ), lines
+    assert not any("does not recognise" in line for line in lines), lines

@@ -27,6 +27,13 @@ def _run(path: Path, url: str | None) -> str:
 
 # What each example must print: it shows the guarantee it is about.
 EXPECTED = {
+    "langgraph_resume.py": [
+        "process 1 killed by SIGKILL (exit -9)",
+        "saved before the kill: ['outline', 'research'], next: ['draft']",
+        "nodes of process 1: ['outline', 'research']",
+        "nodes of process 2: ['draft', 'review', 'publish']",
+        "each node once: True",
+    ],
     "quickstart.py": ["refused: conflict", "user u1: {'prefs': {'lang': 'zh'}}"],
     "quickstart_async.py": ["facts kept: 20 of 20"],
     "resume_after_crash.py": [

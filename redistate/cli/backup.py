@@ -83,6 +83,9 @@ def export_command(
     if report.user_indexes:
         indexes = _count(report.user_indexes, "user index")
         _say(f"left out {indexes} (what is registered to each user): not supported yet")
+    if report.framework_keys:
+        adapters = _count(report.framework_keys, "LangGraph or Agents SDK key")
+        _say(f"left out {adapters}: exporting them is not supported yet")
     if report.unknown_count:
         examples = ", ".join(report.unknown)
         _say(f"left out {report.unknown_count} keys redistate does not recognise: {examples}")

@@ -63,6 +63,7 @@ class ExportReport:
     not_exported: int = 0  # held leases, wake lists, write memories
     event_streams: int = 0  # audit event streams: not in export format 1 yet
     user_indexes: int = 0  # what is registered to each user: not in format 1 yet
+    framework_keys: int = 0  # LangGraph threads and runs, Agents SDK sessions: not yet
     unknown: list[str] = field(default_factory=list)  # keys redistate did not recognise
     unknown_count: int = 0
 
@@ -75,6 +76,7 @@ class ExportReport:
             "not_exported": self.not_exported,
             "event_streams_left_out": self.event_streams,
             "user_indexes_left_out": self.user_indexes,
+            "framework_keys_left_out": self.framework_keys,
             "unknown": self.unknown_count,
             "unknown_keys": self.unknown,
         }
@@ -112,6 +114,9 @@ def _plan(keys: KeySpace, key: bytes, report: ExportReport) -> _Read | None:
         return None
     if kind == "events":
         report.event_streams += 1  # streams and anchors: not in export format 1 yet
+        return None
+    if kind in ("graph", "graphrun", "agents"):
+        report.framework_keys += 1  # the adapters' own shapes: not in format 1 yet
         return None
     if kind == "user" and part == "owns":
         report.user_indexes += 1

@@ -16,8 +16,10 @@ from redis.crc import key_slot
 
 from redistate import AsyncStore
 from redistate._async._client import AsyncConnection
+from redistate._async.graph import AsyncGraph
 from redistate.cli.backup_format import parse_entity
 from redistate.cli.backup_import import import_call
+from redistate.graph import GraphSpec
 from redistate.mergelog import COMPACT_AT
 from redistate.scripts import names, script
 from tests.conftest import Backend
@@ -95,6 +97,25 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         await store.events.rewrite(entity, lambda schema, data: (schema, data + b" "))
         async with store.task(entity) as run:
             await run.save({"step": 1})
+        # redistate.agents: a session's list and its write memory.
+        agent_key = store.keys.agent_session(entity)
+        agent_keys = (agent_key, store.keys.writes(agent_key))
+        memory = store._conn.memory_ms
+        await store._conn.script(script("agents_add"), agent_keys, (60_000, 0, memory, "a1", b"1"))
+        await store._conn.script(script("agents_pop"), agent_keys, (memory, "a2"))
+        await store._conn.script(script("agents_clear"), agent_keys, (memory, "a3"))
+        # redistate.langgraph: the saver's scripts on one thread's keys.
+        graph = AsyncGraph(store._conn, GraphSpec(store.keys, ttl_ms=60_000, keep=1))
+        member = graph.spec.member("", "c1")
+        field = graph.spec.blob_field("", "ch", 1)
+        await graph.put(entity, member, b"x", "run1", [field], [(field, b"v")], "")
+        await graph.put_writes(
+            entity, member, [(graph.spec.write_suffix("", "t", 0), False, b"w")], ""
+        )
+        await graph.read(entity, *graph.spec.latest(""), 1)
+        await graph.copy(entity, entity + "-copy")
+        await graph.remove(entity, "run", "run1")
+        await graph.remove(entity, "latest")
         # redistate import: one script per entity, with the keys import_call chooses.
         await store.users.put(entity, {"n": 1})
         value = await store._conn.get(store.keys.record("user", entity))

@@ -17,8 +17,10 @@ from redis.crc import key_slot
 
 from redistate import Store
 from redistate._sync._client import Connection
+from redistate._sync.graph import Graph
 from redistate.cli.backup_format import parse_entity
 from redistate.cli.backup_import import import_call
+from redistate.graph import GraphSpec
 from redistate.mergelog import COMPACT_AT
 from redistate.scripts import names, script
 from tests.conftest import Backend
@@ -96,6 +98,25 @@ def test_every_script_and_transaction_stays_in_one_slot(
         store.events.rewrite(entity, lambda schema, data: (schema, data + b" "))
         with store.task(entity) as run:
             run.save({"step": 1})
+        # redistate.agents: a session's list and its write memory.
+        agent_key = store.keys.agent_session(entity)
+        agent_keys = (agent_key, store.keys.writes(agent_key))
+        memory = store._conn.memory_ms
+        store._conn.script(script("agents_add"), agent_keys, (60_000, 0, memory, "a1", b"1"))
+        store._conn.script(script("agents_pop"), agent_keys, (memory, "a2"))
+        store._conn.script(script("agents_clear"), agent_keys, (memory, "a3"))
+        # redistate.langgraph: the saver's scripts on one thread's keys.
+        graph = Graph(store._conn, GraphSpec(store.keys, ttl_ms=60_000, keep=1))
+        member = graph.spec.member("", "c1")
+        field = graph.spec.blob_field("", "ch", 1)
+        graph.put(entity, member, b"x", "run1", [field], [(field, b"v")], "")
+        graph.put_writes(
+            entity, member, [(graph.spec.write_suffix("", "t", 0), False, b"w")], ""
+        )
+        graph.read(entity, *graph.spec.latest(""), 1)
+        graph.copy(entity, entity + "-copy")
+        graph.remove(entity, "run", "run1")
+        graph.remove(entity, "latest")
         # redistate import: one script per entity, with the keys import_call chooses.
         store.users.put(entity, {"n": 1})
         value = store._conn.get(store.keys.record("user", entity))

@@ -1,0 +1,50 @@
+--[[ graph_put: store one LangGraph checkpoint of a thread (RedisStateSaver.put).
+KEYS[1..7] the thread's keys, see _graph.lua; KEYS[8] the lock key of the thread id
+ARGV[1]  <m>: "<checkpoint_ns>\0<checkpoint_id>"
+ARGV[2]  the packed checkpoint (without channel values), metadata and parent id
+ARGV[3]  the run id from the metadata, or ""
+ARGV[4]  ttl in ms for every key of the thread ("0": no expiry set)
+ARGV[5]  lease value "<token>,<fence>" the write is guarded by, or ""
+ARGV[6]  keep: the most checkpoints per namespace ("0": all); the oldest go
+ARGV[7]  n: how many blob fields the checkpoint uses; ARGV[8 .. 7+n] those fields
+ARGV     then pairs (blob field, packed value): the channel values new in this one
+returns  how many old checkpoints the cap removed
+errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the
+         lock. Both before any write.
+]]
+local ttl_ms, keep, n = rs_ttl(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7])
+if not string.find(ARGV[1], '\0', 1, true) or not ttl_ms
+    or not string.match(ARGV[6], '^%d+$') or not string.match(ARGV[7], '^%d+$')
+    or (#ARGV - 7 - n) % 2 ~= 0 or #ARGV < 7 + n then
+  return redis.error_reply('RSARG malformed arguments to graph_put')
+end
+local lost = rs_guard(KEYS[8], ARGV[5])
+if lost then return lost end
+
+local m = ARGV[1]
+rs_remove(m)  -- the same checkpoint put again (a resend): replaced, counted once
+for i = 8 + n, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+local refs = {}
+for i = 8, 7 + n do
+  refs[#refs + 1] = ARGV[i]
+  redis.call('HINCRBY', KEYS[4], ARGV[i], 1)
+end
+redis.call('HSET', KEYS[1], 'c|' .. m, ARGV[2], 'r|' .. m, table.concat(refs, '\1'),
+  'u|' .. m, ARGV[3])
+redis.call('ZADD', KEYS[2], 0, m)
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[7], 0, ARGV[3] .. '\0' .. m) end
+
+local removed = 0
+if keep > 0 then
+  local ns = string.sub(m, 1, string.find(m, '\0', 1, true))  -- "<ns>\0"
+  local count = redis.call('ZLEXCOUNT', KEYS[2], '[' .. ns, '[' .. ns .. '\255')
+  if count > keep then
+    local old = redis.call('ZRANGEBYLEX', KEYS[2], '[' .. ns, '[' .. ns .. '\255',
+      'LIMIT', 0, count - keep)
+    for _, victim in ipairs(old) do
+      if victim ~= m then removed = removed + rs_remove(victim) end
+    end
+  end
+end
+rs_expire(ttl_ms)
+return removed

@@ -1,0 +1,20 @@
+--[[ graph_read: checkpoints of a thread with their channel values and pending writes,
+newest first, in one step (get_tuple, list).
+KEYS[1..7] the thread's keys, see _graph.lua
+ARGV[1]  the upper end of the range of <m> (ZREVRANGEBYLEX syntax: "[x", "(x" or "+")
+ARGV[2]  the lower end ("[x", "(x" or "-")
+ARGV[3]  the most checkpoints to return (1-1000)
+returns  one entry per checkpoint: {m, packed, blob fields, blob values (aligned, ""
+         if gone), write fields, write values}
+errors   RSARG on malformed arguments.
+]]
+local count = tonumber(ARGV[3])
+if not string.match(ARGV[3], '^%d+$') or count < 1 or count > 1000 then
+  return redis.error_reply('RSARG malformed arguments to graph_read')
+end
+local out = {}
+for _, m in ipairs(redis.call('ZREVRANGEBYLEX', KEYS[2], ARGV[1], ARGV[2], 'LIMIT', 0, count)) do
+  local entry = rs_read(m)
+  if entry then out[#out + 1] = entry end
+end
+return out
