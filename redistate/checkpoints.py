@@ -18,7 +18,7 @@ import re
 import secrets
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple
 
@@ -32,6 +32,7 @@ from .leases import guard_args
 from .mergepatch import merge_patch
 from .migrations import Migrations
 from .records import Default, check_max_bytes
+from .steps import Step
 
 __all__ = ["Checkpoint", "CheckpointSpec", "Restored", "new_checkpoint_id"]
 
@@ -162,18 +163,18 @@ class CheckpointSpec:
         return self.keys.task_keys(task_id)
 
     def guarded_keys(self, task_id: str, lease: Any) -> tuple[tuple[str, ...], str]:
-        """(KEYS, lease value) of a write: the task's keys, its id's lock key and its
-        recent writes.
+        """(KEYS, lease value) of a write: the task's keys, its id's lock key, its
+        recent writes and its step records (which expire and go with the task).
 
         Raises:
             ValueError: the lease is for another task. LockLost: it is known lost.
         """
         keys = self.keys.task_keys(task_id)
-        writes = self.keys.writes(keys[0])
-        if lease is None:
-            return (*keys, keys[0], writes), ""  # the script reads KEYS[4] only when guarded
+        writes, steps = self.keys.writes(keys[0]), self.keys.task_steps(task_id)
+        if lease is None:  # the scripts read KEYS[4] only when guarded
+            return (*keys, keys[0], writes, steps), ""
         lock_key, value = guard_args(lease, task_id, self.keys.lock(task_id))
-        return (*keys, lock_key, writes), value
+        return (*keys, lock_key, writes, steps), value
 
     def write_ttl(self, ttl: object) -> int:
         """TTL in ms for a save or log: the store's task TTL unless given."""
@@ -618,6 +619,26 @@ def check_keep(value: object, what: str = "keep") -> int:
     return value
 
 
+def _step_lines(steps: Sequence[Step]) -> list[str]:
+    done = [s for s in steps if s.status == "done" and s.ended_at is not None]
+    lines = []
+    if done:
+        last = max(done, key=lambda s: s.ended_at or s.started_at or _NEVER)
+        when = (last.ended_at or _NEVER).strftime("%Y-%m-%d %H:%M:%S UTC")
+        lines.append(f"- Last completed step: {_line(last.name)} ({when})")
+    for step in steps:
+        if step.status == "started":
+            when = (step.started_at or _NEVER).strftime("%Y-%m-%d %H:%M:%S UTC")
+            lines.append(
+                f"- Interrupted step: {_line(step.name)} (started {when}, fence {step.fence}, "
+                "never completed)"
+            )
+    return lines[:3]
+
+
+_NEVER: Final = dt.datetime.fromtimestamp(0, tz=dt.timezone.utc)
+
+
 def _line(value: object, limit: int = 200) -> str:
     """One line of markdown: newlines folded, long values cut."""
     text = value if isinstance(value, str) else orjson.dumps(value).decode()
@@ -625,12 +646,12 @@ def _line(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def handoff(task_id: str, restored: Restored | None) -> str:
+def handoff(task_id: str, restored: Restored | None, steps: Sequence[Step] = ()) -> str:
     """A SESSION-STATE.md style summary of where a task stands: 5-15 lines, stable format.
 
-    Task, phase, progress, checkpoint id and time, deltas since, next step (metadata
-    ``next`` or ``next_step``), then the other metadata (sorted by key) as decisions
-    and notes.
+    Task, phase, progress, checkpoint id and time, deltas since, the last completed and
+    any interrupted durable step, next step (metadata ``next`` or ``next_step``), then
+    the other metadata (sorted by key) as decisions and notes.
     """
     cp = None if restored is None else restored.checkpoint
     meta = dict(cp.metadata) if cp else {}
@@ -652,6 +673,7 @@ def handoff(task_id: str, restored: Restored | None) -> str:
     lines.append(f"- Deltas since: {0 if restored is None else restored.deltas_applied}")
     if restored is not None and not restored.complete:
         lines.append(f"- Warning: skipped damaged entries: {_line(', '.join(restored.skipped))}")
+    lines += _step_lines(steps)
     lines.append(f"- Next step: {_line(next_step) if next_step else 'not recorded'}")
     if meta:
         lines += ["", "## Decisions and notes"]

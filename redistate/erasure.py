@@ -44,7 +44,7 @@ def entity_keys(keys: KeySpace, item: str) -> tuple[list[str], str]:
         check_kind(kind)
         if kind == TASK:
             task = keys.task_keys(entity_id)
-            return list(task), keys.writes(task[0])
+            return [*task, keys.task_steps(entity_id)], keys.writes(task[0])
         if kind == EVENTS:
             stream = keys.events(entity_id)
             staging = keys.events_staging(entity_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "CodecError",
     "ConflictError",
@@ -50,11 +52,29 @@ class LockLost(LockError):
 
 
 class StepInterrupted(RedistateError):
-    """A non-idempotent step was started by an earlier owner and never completed."""
+    """A non-idempotent step was started by an earlier owner and never completed: it
+    may or may not have had its effect, so it is not run again by itself."""
+
+    def __init__(self, name: str, started_at: Any, fence: int | None) -> None:
+        self.name = name
+        self.started_at = started_at
+        self.fence = fence
+        super().__init__(
+            f"step {name!r} was started at {started_at} by the owner with fence {fence} "
+            f"and never completed; it is not idempotent, so it is not run again: check "
+            f"its effect, then record it (run.step(..., idempotent=True) re-runs it)"
+        )
 
 
 class StepFailed(RedistateError):
-    """A step's recorded failure, re-raised on resume."""
+    """A step's recorded failure, re-raised on resume (``retry_failed=True`` runs it
+    again instead)."""
+
+    def __init__(self, name: str, type: str, message: str) -> None:
+        self.name = name
+        self.type = type
+        self.message = message
+        super().__init__(f"step {name!r} failed earlier with {type}: {message}")
 
 
 class IntegrityError(RedistateError):

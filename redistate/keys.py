@@ -19,7 +19,7 @@ MAX_ID_BYTES: Final = 512
 RESERVED_KINDS: Final = frozenset(
     {
         "session", "sessions", "user", "users", "task", "lock", "fence", "event", "events",
-        "step", "steps", "agents", "graph", "graphrun",
+        "step", "steps", "agents", "graph",
         "checkpoint", "checkpoints", "lease", "meta", "schema", "migration", "index",
         "idx", "link", "links", "sys", "internal",
     }
@@ -130,6 +130,11 @@ class KeySpace:
         """Checkpoint ids and positions, aligned with the checkpoint list: ``ns:task:{id}:ids``."""
         return f"{self.namespace}:task:{{{escape_id(task_id)}}}:ids"
 
+    def task_steps(self, task_id: str) -> str:
+        """Step records of a task (``run.step``), a hash by step name:
+        ``ns:task:{id}:steps``; it expires and is deleted with the task."""
+        return f"{self.namespace}:task:{{{escape_id(task_id)}}}:steps"
+
     def task_keys(self, task_id: str) -> tuple[str, str, str]:
         """Every key of a task: checkpoint list, id list, delta log."""
         return self.task(task_id), self.task_ids(task_id), self.task_log(task_id)
@@ -167,11 +172,6 @@ class KeySpace:
     def graph_pattern(self) -> str:
         """SCAN pattern matching one key (the index) of every LangGraph thread."""
         return f"{self.namespace}:graph:{{*}}:idx"
-
-    def graph_run(self, run_id: str) -> str:
-        """Threads a LangGraph run wrote checkpoints to (for ``delete_for_runs``), a
-        set in the run's own slot: ``ns:graphrun:{run_id}``."""
-        return f"{self.namespace}:graphrun:{{{escape_id(run_id)}}}"
 
     def lock(self, name: str) -> str:
         """Lease key: ``ns:lock:{name}``."""

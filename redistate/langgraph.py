@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import secrets
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, cast
 
@@ -39,10 +40,18 @@ from ._sync.graph import Graph
 from ._sync.store import Store
 from ._ttl import check_ttl
 from .errors import RedistateError
-from .graph import GraphSpec, Stored, pack, unpack_parts
+from .graph import GraphSpec, Stored, check_name, pack, unpack_parts
 from .leases import guard_args
 
 __all__ = ["RedisStateSaver"]
+
+try:  # what marks a DeltaChannel's snapshot (a private type of LangGraph's)
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+except ImportError:  # pragma: no cover - an older LangGraph has no DeltaChannel
+    _DeltaSnapshot = ()  # type: ignore[assignment,misc]
+
+# What a DeltaChannel leaves in checkpoint metadata (LangGraph's savers look for them).
+_DELTA_METADATA = ("counters_since_delta_snapshot", "delta_writes_versioned")
 
 
 class RedisStateSaver(BaseCheckpointSaver[str]):
@@ -128,6 +137,18 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             else:
                 store.close()
 
+    def get_next_version(self, current: str | int | float | None, channel: None) -> str:
+        """``<n+1, 32 digits>.<random>``: ordered like integers, and unique, so that a
+        fork (time travel, ``update_state`` on an old checkpoint) never reuses a
+        version the other branch stored a value under."""
+        if current is None:
+            number = 0
+        elif isinstance(current, str):
+            number = int(current.split(".")[0])
+        else:
+            number = int(current)
+        return f"{number + 1:032}.{secrets.randbelow(10**16):016}"
+
     # -- building blocks ---------------------------------------------------------------
 
     def _typed(self, value: Any) -> tuple[bytes, bytes]:
@@ -164,9 +185,13 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
                 blobs.append((field, pack(*value)))
         md = get_serializable_checkpoint_metadata(config, metadata)
         run_id = md.get("run_id")
+        run = check_name(run_id, "metadata run_id") if isinstance(run_id, str) else b""
+        delta = any(k in md for k in _DELTA_METADATA) or any(
+            isinstance(v, _DeltaSnapshot) for v in values.values()
+        )
         packed = pack(*self._typed(stored), *self._typed(md), str(parent).encode())
         member = spec.member(ns, checkpoint["id"])
-        args = (thread_id, member, packed, run_id if isinstance(run_id, str) else "", refs, blobs)
+        args = (thread_id, member, packed, run, refs, blobs, delta)
         saved: RunnableConfig = {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                              "checkpoint_id": checkpoint["id"]}
@@ -302,27 +327,32 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         graph = self._sync_graph()
         threads = [_thread(config)[0]] if config else list(graph.threads())
         wanted, _, before_id, upper, lower = self._listing(config or _ALL, before)
-        left = limit
+        left, size = limit, _page_size(limit, filter, wanted, before_id)
         for thread_id in threads:
-            for _, stored in graph.pages(thread_id, upper, lower):
+            for _, stored in graph.pages(thread_id, upper, lower, size):
                 if left is not None and left <= 0:
                     return
                 item = self._tuple(thread_id, stored)
                 if self._keep(item, wanted, before_id, filter or {}):
                     yield item
                     left = None if left is None else left - 1
+                    if left == 0:
+                        return  # before the pages ask the server for more
 
     def delete_thread(self, thread_id: str) -> None:
         """Every checkpoint, value and write of the thread: one DEL."""
         self._sync_graph().delete(thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """The checkpoints (and their writes) of these runs, in every thread."""
-        graph = self._sync_graph()
-        for run_id in run_ids:
-            for thread_id in graph.run_threads(run_id):
-                graph.remove(thread_id, "run", run_id)
-            graph.forget_run(run_id)
+        """The checkpoints (and their writes) of these runs, in every thread: one
+        script per thread of the namespace (SCAN), the runs being indexed per thread.
+
+        Raises:
+            TypeError: a single str instead of a sequence of ids.
+        """
+        runs = _ids(run_ids, "run_ids")
+        if runs:
+            self._sync_graph().delete_runs(runs)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Add the source's checkpoints and writes to the target (those it lacks)."""
@@ -330,14 +360,25 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: only the newest checkpoint of each namespace stays;
-        ``delete``: nothing stays."""
+        ``delete``: nothing stays.
+
+        Raises:
+            TypeError: a single str instead of a sequence of ids.
+            ValueError: an unknown strategy.
+            NotImplementedError: ``keep_latest`` on threads that use a DeltaChannel
+                (their values are rebuilt from older checkpoints); the others are
+                pruned.
+        """
         graph = self._sync_graph()
+        _ids(thread_ids, "thread_ids")
         _check_strategy(strategy)
+        refused = []
         for thread_id in thread_ids:
             if strategy == "delete":
                 graph.delete(thread_id)
-            else:
-                graph.remove(thread_id, "latest")
+            elif not graph.keep_latest(thread_id):
+                refused.append(thread_id)
+        _refuse(refused)
 
     # -- async ---------------------------------------------------------------------------
 
@@ -395,15 +436,17 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             return
         threads = [_thread(config)[0]] if config else [t async for t in graph.threads()]
         wanted, _, before_id, upper, lower = self._listing(config or _ALL, before)
-        left = limit
+        left, size = limit, _page_size(limit, filter, wanted, before_id)
         for thread_id in threads:
-            async for _, stored in graph.pages(thread_id, upper, lower):
+            async for _, stored in graph.pages(thread_id, upper, lower, size):
                 if left is not None and left <= 0:
                     return
                 item = self._tuple(thread_id, stored)
                 if self._keep(item, wanted, before_id, filter or {}):
                     yield item
                     left = None if left is None else left - 1
+                    if left == 0:
+                        return  # before the pages ask the server for more
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async :meth:`delete_thread`."""
@@ -417,10 +460,9 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         graph = self._async
         if graph is None:
             return await asyncio.to_thread(self.delete_for_runs, run_ids)
-        for run_id in run_ids:
-            for thread_id in await graph.run_threads(run_id):
-                await graph.remove(thread_id, "run", run_id)
-            await graph.forget_run(run_id)
+        runs = _ids(run_ids, "run_ids")
+        if runs:
+            await graph.delete_runs(runs)
         return None
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -435,12 +477,15 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         graph = self._async
         if graph is None:
             return await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+        _ids(thread_ids, "thread_ids")
         _check_strategy(strategy)
+        refused = []
         for thread_id in thread_ids:
             if strategy == "delete":
                 await graph.delete(thread_id)
-            else:
-                await graph.remove(thread_id, "latest")
+            elif not await graph.keep_latest(thread_id):
+                refused.append(thread_id)
+        _refuse(refused)
         return None
 
 
@@ -458,6 +503,30 @@ def _thread(config: RunnableConfig) -> tuple[str, str]:
     if thread_id is None:
         raise ValueError("the config needs configurable.thread_id")
     return str(thread_id), configurable.get("checkpoint_ns", "") or ""
+
+
+def _page_size(
+    limit: int | None, filter: dict[str, Any] | None, wanted: str | None, before: str | None
+) -> int:
+    """Checkpoints per read: the limit itself when every one read is returned (no
+    filter to apply client-side), else pages of 100."""
+    if limit is None or filter or wanted or before:
+        return 100
+    return max(1, min(limit, 100))
+
+
+def _ids(values: Sequence[str], what: str) -> list[bytes]:
+    if isinstance(values, str | bytes):
+        raise TypeError(f"{what} must be a sequence of ids, not one {type(values).__name__}")
+    return [check_name(v, what) for v in values]
+
+
+def _refuse(threads: list[str]) -> None:
+    if threads:
+        raise NotImplementedError(
+            f"keep_latest can't prune threads that use a DeltaChannel (their values are "
+            f"rebuilt from older checkpoints): {', '.join(threads)}"
+        )
 
 
 def _check_strategy(strategy: str) -> None:

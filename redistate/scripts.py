@@ -33,6 +33,7 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "checkpoint_delete": ("_envelope",),
     "checkpoint_recode": (),
     "checkpoint_migrate": (),
+    "step_record": ("_envelope",),
     "event_append": ("_envelope",),
     "event_trim": (),
     "event_rewrite": (),

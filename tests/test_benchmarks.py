@@ -136,3 +136,27 @@ def test_events_benchmark_runs_and_appends_in_one_round_trip() -> None:
     done = bench("events.py", "--quick")
     for part in ("1. append vs raw XADD", "2. verify and fold", "3. AES-256-GCM"):
         assert part in done.stdout, part
+
+
+def test_langgraph_benchmark_compares_the_savers_and_keeps_redis_ops_to_one_round_trip() -> None:
+    """benchmarks/savers.py --quick: every section and saver; it exits 1 if a Redis put,
+    put_writes or get_tuple takes more than one round trip (and 2 without PostgreSQL)."""
+    done = bench("savers.py", "--quick")
+    for section in (
+        "1. graph run",
+        "2. saver primitives",
+        "3. resume: graph.get_state",
+        "4. async graph run",
+        "judgement:",
+    ):
+        assert section in done.stdout, section
+    for saver in ("RedisStateSaver", "PostgresSaver", "SqliteSaver", "AsyncPostgresSaver"):
+        assert f"\n{saver} " in done.stdout or f" {saver} |" in done.stdout, saver
+
+
+def test_steps_benchmark_runs_and_keeps_its_round_trips() -> None:
+    """benchmarks/steps.py --quick exits 1 if a step takes more round trips than
+    promised: 1 idempotent, 2 not, 0 replayed."""
+    done = bench("steps.py", "--quick")
+    assert "run.step vs calling the tool directly" in done.stdout
+    assert "judgement: an idempotent step adds" in done.stdout

@@ -41,6 +41,7 @@ def assert_invariants(result: dict[str, Any], tasks: int = 6) -> None:
     assert result["lost_updates"] == 0
     assert result["faults"] == 2  # one SIGKILL, one SIGSTOP
     assert result["steps_redone"] <= result["faults"]
+    assert result["tool_calls_repeated"] == 0  # durable steps: a recorded call never again
     assert result["stale_writes_rejected"] >= 1
     assert result["steps_executed"] == tasks * 8 + result["steps_redone"]
     events = " | ".join(result["events"])

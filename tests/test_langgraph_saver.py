@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.graph import END, START, StateGraph
 
@@ -106,7 +108,7 @@ def test_every_key_of_a_thread_expires_with_its_ttl(
     try:
         present = [k for k in keys if raw.exists(k)]
         assert set(present) >= {keys[0], keys[1], keys[2], keys[3], keys[6]}  # cp..refs, runs
-        for key in [*present, sync.keys.graph_run("r1")]:
+        for key in present:
             assert 0 < raw.pttl(key) <= 60_000, key
     finally:
         raw.close()
@@ -145,10 +147,10 @@ def test_a_fenced_saver_loses_to_the_newer_owner(
     script and never overwrite the second's."""
     sync, _ = stores
     other = Store(backend.sync_client(), namespace=namespace)
-    first = sync.lock("t1", ttl=0.3, renew=False).acquire()
+    first = sync.lock("t1", ttl=30, renew=False).acquire()
     old = RedisStateSaver(sync).with_lease(first)
     graph(old).invoke({"steps": [], "secret": "old"}, thread("t1"))
-    # The second writer blocks until the first lease has expired: no sleep here.
+    first._abandon()  # its lease runs out while it is paused (the lock key goes)
     with other.lock("t1", ttl=30, wait=10) as second:
         assert first.fence is not None and second.fence is not None
         assert second.fence > first.fence
@@ -250,3 +252,153 @@ async def test_a_resent_write_is_applied_once(backend: Backend, namespace: str) 
             raw.close()
     finally:
         await store.aclose()
+
+
+# -- what a review found; each against InMemorySaver where LangGraph defines it ----------
+
+
+class Text(TypedDict):
+    x: str
+
+
+def chain(saver: Any) -> Any:
+    builder = StateGraph(Text)
+    builder.add_node("a", lambda s: {"x": s["x"] + "a"})
+    builder.add_node("b", lambda s: {"x": s["x"] + "b"})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_fork_never_overwrites_the_branch_it_forked_from(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    """Time travel: update_state on an old checkpoint, run on; the first branch still
+    reads its own values (channel versions are unique, not 1, 2, 3 on both)."""
+    seen = []
+    for saver in (InMemorySaver(), RedisStateSaver(stores[0])):
+        app = chain(saver)
+        app.invoke({"x": "0"}, thread("t1"))
+        history = list(app.get_state_history(thread("t1")))
+        final, after_a = history[0], next(h for h in history if h.next == ("b",))
+        app.invoke(None, app.update_state(after_a.config, {"x": "FORK"}))
+        original = app.get_state(final.config)
+        seen.append((original.values, original.next, app.get_state(thread("t1")).values))
+    assert seen[1] == seen[0] == ({"x": "0ab"}, (), {"x": "FORKb"})
+
+
+def test_copy_into_a_thread_with_history_shows_the_sources_values(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    saver = RedisStateSaver(stores[0])
+    chain(saver).invoke({"x": "SOURCE"}, thread("A"))
+    chain(saver).invoke({"x": "target"}, thread("B"))
+    saver.copy_thread("A", "B")
+    a_latest = saver.get_tuple(thread("A"))
+    assert a_latest is not None
+    copied = saver.get_tuple(
+        {"configurable": {**a_latest.config["configurable"], "thread_id": "B"}}
+    )
+    assert copied is not None and copied.checkpoint["channel_values"]["x"] == "SOURCEab"
+
+
+def test_a_resent_put_frees_nothing_and_drops_no_writes(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    """The same put again (what a retry after a lost reply sends): a no-op, also when the
+    cap removed the checkpoints that first stored its values, and when the checkpoint's
+    writes arrived in between."""
+    saver = RedisStateSaver(stores[0], keep=1)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"x": "X1", "y": "Y1"}
+    checkpoint["channel_versions"] = {"x": saver.get_next_version(None, None),
+                                      "y": saver.get_next_version(None, None)}  # fmt: skip
+    config = saver.put(thread("t1"), checkpoint, {}, checkpoint["channel_versions"])
+    saver.put_writes(config, [("items", "done-by-task")], "task-1")
+    again = saver.put(thread("t1"), checkpoint, {}, checkpoint["channel_versions"])
+    assert again == config
+    got = saver.get_tuple(thread("t1"))
+    assert got is not None and got.checkpoint["channel_values"] == {"x": "X1", "y": "Y1"}
+    assert got.pending_writes == [("task-1", "items", "done-by-task")]
+    # A newer checkpoint that keeps x's version: the cap removes the first; x stays.
+    second = empty_checkpoint()
+    second["channel_versions"] = {"x": checkpoint["channel_versions"]["x"]}
+    saver.put(config, second, {}, {})
+    saver.put(config, second, {}, {})  # resent: must not free x
+    latest = saver.get_tuple(thread("t1"))
+    assert latest is not None and latest.checkpoint["channel_values"] == {"x": "X1"}
+
+
+def test_writes_for_a_checkpoint_the_cap_removed_are_dropped(
+    stores: tuple[Store, AsyncStore], backend: Backend
+) -> None:
+    """LangGraph saves a step's writes in the background: they can arrive after the cap
+    removed their checkpoint. The next put drops them: nothing stays unreadable."""
+    sync, _ = stores
+    saver = RedisStateSaver(sync, keep=1)
+    first = saver.put(thread("t1"), empty_checkpoint(), {}, {})
+    second = saver.put(first, empty_checkpoint(), {}, {})
+    saver.put_writes(first, [("late", 1)], "task-late")  # its checkpoint is gone
+    saver.put(second, empty_checkpoint(), {}, {})
+    raw = backend.raw()
+    try:
+        assert raw.hlen(sync.keys.graph_thread("t1", "writes")) == 0
+        assert raw.zcard(sync.keys.graph_thread("t1", "widx")) == 0
+    finally:
+        raw.close()
+
+
+def extend(state: Any, writes: Any) -> list[str]:
+    return [*(state or []), *(w for write in writes for w in write)]
+
+
+class Log(TypedDict):
+    log: Annotated[list[str], DeltaChannel(extend, snapshot_frequency=100)]
+
+
+def test_delta_channel_threads_are_never_pruned_silently(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    """A DeltaChannel rebuilds its value from older checkpoints' writes: the cap leaves
+    such a thread whole, and prune(keep_latest) refuses it, as PostgresSaver does."""
+
+    def build(saver: Any) -> Any:
+        builder = StateGraph(Log)
+        builder.add_node("a", lambda s: {"log": ["a"]})
+        builder.add_node("b", lambda s: {"log": ["b"]})
+        builder.add_edge(START, "a")
+        builder.add_edge("a", "b")
+        builder.add_edge("b", END)
+        return builder.compile(checkpointer=saver)
+
+    results = []
+    for saver in (InMemorySaver(), RedisStateSaver(stores[0], keep=2)):
+        app = build(saver)
+        app.invoke({"log": ["start"]}, thread("t1"))
+        app.invoke({"log": ["again"]}, thread("t1"))
+        results.append(app.get_state(thread("t1")).values)
+    assert results[1] == results[0] == {"log": ["start", "a", "b", "again", "a", "b"]}
+    saver = RedisStateSaver(stores[0])
+    with pytest.raises(NotImplementedError, match="DeltaChannel"):
+        saver.prune(["t1"])
+    assert build(saver).get_state(thread("t1")).values == results[0]
+
+
+def test_thousands_of_writes_on_one_checkpoint_stay_readable(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    saver = RedisStateSaver(stores[0])
+    config = saver.put(thread("t1"), empty_checkpoint(), {}, {})
+    for i in range(9000):  # one task each, as a fan-out of Send would
+        saver.put_writes(config, [("results", i)], f"task-{i:05d}")
+    got = saver.get_tuple(thread("t1"))
+    assert got is not None and len(got.pending_writes or []) == 9000
+    assert [w[2] for w in got.pending_writes or []][:3] == [0, 1, 2]
+
+
+def test_one_id_where_a_list_belongs_is_refused(stores: tuple[Store, AsyncStore]) -> None:
+    saver = RedisStateSaver(stores[0])
+    for call in (saver.prune, saver.delete_for_runs):
+        with pytest.raises(TypeError, match="must be a sequence of ids"):
+            call("ab")

@@ -18,6 +18,7 @@ from ..durability import Durability
 from ..erasure import TASK, entry
 from ..records import DEFAULT, TTL, Default
 from ..scripts import script
+from ..steps import Step, StepSpec
 from ._client import AsyncConnection
 from .records import register
 
@@ -27,6 +28,7 @@ _SAVE = script("checkpoint_save")
 _LOG = script("checkpoint_log")
 _FIND = script("checkpoint_find")
 _DELETE = script("checkpoint_delete")
+_STEP = script("step_record")
 
 
 class AsyncCheckpoints:
@@ -38,11 +40,31 @@ class AsyncCheckpoints:
     newest; ``restore`` rebuilds the state from the newest checkpoint that is intact.
     """
 
-    __slots__ = ("_conn", "spec")
+    __slots__ = ("_conn", "spec", "step_spec")
 
     def __init__(self, conn: AsyncConnection, spec: CheckpointSpec) -> None:
         self._conn = conn
         self.spec = spec
+        self.step_spec = StepSpec(spec.codec, max_bytes=spec.max_bytes)
+
+    async def steps(self, task_id: str) -> list[Step]:
+        """The task's recorded durable steps (``run.step``), in the order they started:
+        status, timing, fence, result or error. One HGETALL.
+
+        Raises:
+            IntegrityError: a record is damaged.
+        """
+        return list((await self._steps(task_id)).values())
+
+    async def _steps(self, task_id: str) -> dict[str, Step]:
+        key = self.spec.keys.task_steps(task_id)
+        return self.step_spec.steps(key, await self._conn.hgetall(key))
+
+    async def _record_step(self, task_id: str, name: str, record: bytes, lease: Any) -> None:
+        """step_record: one guarded script (LockLost once another owner holds the task)."""
+        keys, guard = self.spec.guarded_keys(task_id, lease)
+        args = (name, record, guard, self.spec.ttl_ms)
+        await self._conn.script(_STEP, (keys[5], keys[0], keys[3]), args)
 
     async def save(
         self,
@@ -225,8 +247,10 @@ class AsyncCheckpoints:
         return self.spec.verification(task_id, keys[0], await self._read(keys, 0, deltas=True))
 
     async def handoff(self, task_id: str) -> str:
-        """A short markdown summary (SESSION-STATE.md style) of where the task stands."""
-        return handoff(task_id, await self.restore(task_id))
+        """A short markdown summary (SESSION-STATE.md style) of where the task stands,
+        with its last completed and any interrupted step."""
+        restored = await self.restore(task_id)
+        return handoff(task_id, restored, list((await self._steps(task_id)).values()))
 
     async def delete(
         self, task_id: str, *, lease: Any = None, durability: Durability | None = None

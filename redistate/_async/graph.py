@@ -1,13 +1,12 @@
 """LangGraph threads: the I/O of redistate.langgraph's saver (async source of truth).
 
-Each method is one script or command on one thread's slot, but for the run index
-(``delete_for_runs``), which lives in each run's own slot.
+Each method is one script or command on one thread's slot; ``delete_runs`` and
+``threads`` visit every thread of the namespace (SCAN).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 from ..errors import InvalidId
 from ..graph import MAX_PAGE, PARTS, GraphSpec, Stored
@@ -21,47 +20,34 @@ _WRITES = script("graph_writes")
 _READ = script("graph_read")
 _REMOVE = script("graph_remove")
 _COPY = script("graph_copy")
-_RUNS_SEEN = 4096  # (run, thread) pairs remembered as indexed (cleared when full)
 
 
 class AsyncGraph:
     """The saver's storage: checkpoints, channel values and writes of threads."""
 
-    __slots__ = ("_conn", "_runs_seen", "spec")
+    __slots__ = ("_conn", "spec")
 
     def __init__(self, conn: AsyncConnection, spec: GraphSpec) -> None:
         self._conn = conn
         self.spec = spec
-        self._runs_seen: set[tuple[str, str]] = set()
 
     async def put(
         self,
         thread_id: str,
         member: bytes,
         packed: bytes,
-        run_id: str,
+        run_id: bytes,
         refs: Sequence[bytes],
         blobs: Sequence[tuple[bytes, bytes]],
+        delta: bool,
         guard: str,
     ) -> int:
-        """graph_put; returns how many old checkpoints the history cap removed. A
-        checkpoint of a run registers the thread under the run first (once per saver):
-        an interrupted put leaves an entry for nothing, never a checkpoint unindexed."""
+        """graph_put; returns how many old checkpoints the history cap removed."""
         keys = self.spec.thread_keys(thread_id)
-        if run_id and (run_id, thread_id) not in self._runs_seen:
-            await self._index_run(run_id, thread_id)
         flat = [value for pair in blobs for value in pair]
-        args = (member, packed, run_id, self.spec.ttl_ms, guard, self.spec.keep, len(refs))
+        ttl, keep = self.spec.ttl_ms, self.spec.keep
+        args = (member, packed, run_id, ttl, guard, keep, int(delta), len(refs))
         return int(await self._conn.script(_PUT, keys, (*args, *refs, *flat)))
-
-    async def _index_run(self, run_id: str, thread_id: str) -> None:
-        run_key = self.spec.keys.graph_run(run_id)
-        await self._conn.idempotent("SADD", run_key, thread_id)
-        if self.spec.ttl_ms:
-            await self._conn.idempotent("PEXPIRE", run_key, self.spec.ttl_ms)
-        if len(self._runs_seen) >= _RUNS_SEEN:
-            self._runs_seen.clear()
-        self._runs_seen.add((run_id, thread_id))
 
     async def put_writes(
         self, thread_id: str, member: bytes, writes: Sequence[tuple[bytes, bool, bytes]], guard: str
@@ -80,21 +66,32 @@ class AsyncGraph:
         return [self.spec.stored(entry) for entry in reply]
 
     async def pages(
-        self, thread_id: str, upper: bytes, lower: bytes
+        self, thread_id: str, upper: bytes, lower: bytes, size: int = 100
     ) -> AsyncIterator[tuple[bytes, Stored]]:
-        """Every checkpoint from ``upper`` down to ``lower``, read a page at a time."""
+        """Every checkpoint from ``upper`` down to ``lower``, read ``size`` at a time
+        (a list with a limit and nothing to filter reads no more than it returns)."""
         while True:
-            page = await self.read(thread_id, upper, lower, 100)
+            page = await self.read(thread_id, upper, lower, size)
             for item in page:
                 yield item
-            if len(page) < 100:
+            if len(page) < size:
                 return
             upper = self.spec.after(page[-1][0])
 
-    async def remove(self, thread_id: str, mode: str, run_id: str = "") -> int:
+    async def keep_latest(self, thread_id: str) -> bool:
+        """Only the newest checkpoint of each namespace stays; False (nothing removed)
+        for a thread that uses a DeltaChannel."""
         keys = self.spec.thread_keys(thread_id)[: len(PARTS)]
-        args = (mode, run_id) if run_id else (mode,)
-        return int(await self._conn.script(_REMOVE, keys, args))
+        return int(await self._conn.script(_REMOVE, keys, ("latest",))) >= 0
+
+    async def delete_runs(self, run_ids: Sequence[bytes]) -> int:
+        """Every checkpoint of these runs, in every thread of the namespace (one script
+        per thread: the runs are indexed inside each thread, in its slot)."""
+        removed = 0
+        async for thread_id in self.threads():
+            keys = self.spec.thread_keys(thread_id)[: len(PARTS)]
+            removed += int(await self._conn.script(_REMOVE, keys, ("runs", *run_ids)))
+        return removed
 
     async def delete(self, thread_id: str) -> int:
         """Every key of the thread (one DEL: they share a slot)."""
@@ -109,10 +106,6 @@ class AsyncGraph:
         cp, blobs, writes = (list(part) for part in dump)
         if not cp:
             return 0
-        runs = {bytes(v).decode() for f, v in zip(cp[::2], cp[1::2], strict=True)
-                if bytes(f).startswith(b"u|") and v}  # fmt: skip
-        for run_id in sorted(runs):
-            await self._index_run(run_id, target)
         args = ("load", self.spec.ttl_ms, len(cp) // 2, len(blobs) // 2, *cp, *blobs, *writes)
         return int(await self._conn.script(_COPY, self.spec.thread_keys(target)[:parts], args))
 
@@ -125,12 +118,3 @@ class AsyncGraph:
                 continue
             if kind == "graph" and part == "idx":
                 yield thread_id
-
-    async def run_threads(self, run_id: str) -> list[str]:
-        """The threads a run wrote checkpoints to."""
-        members: Any = await self._conn.idempotent("SMEMBERS", self.spec.keys.graph_run(run_id))
-        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
-
-    async def forget_run(self, run_id: str) -> None:
-        await self._conn.idempotent("DEL", self.spec.keys.graph_run(run_id))
-        self._runs_seen = {pair for pair in self._runs_seen if pair[0] != run_id}

@@ -1,13 +1,20 @@
-"""The task runner: lease + restore + guarded checkpoints (async source of truth)."""
+"""The task runner: lease, restore, guarded checkpoints, durable steps.
+
+This is the async source of truth."""
 
 from __future__ import annotations
 
+import inspect
+import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .._io import async_resolve
 from ..checkpoints import Checkpoint
 from ..errors import LockLost, RedistateError
 from ..mergepatch import merge_patch
+from ..steps import Step, check_step_name
 
 if TYPE_CHECKING:
     from .leases import AsyncLease
@@ -21,10 +28,11 @@ class AsyncTaskRun:
     guarded checkpoints. What most agent code should use.
 
     On entry: acquire the task's lease (waiting up to ``wait``), restore the newest
-    intact checkpoint plus its deltas (``run.state`` is ``{}`` on a first run). Every
-    save and log is guarded by the lease. If the block raises, a checkpoint with phase
-    "failed" and the exception's repr is saved (while the lease still holds), then the
-    exception propagates. The lease is released on exit.
+    intact checkpoint plus its deltas (``run.state`` is ``{}`` on a first run) and read
+    the task's step records. Every save, log and step record is guarded by the lease.
+    If the block raises, a checkpoint with phase "failed" and the exception's repr is
+    saved (while the lease still holds), then the exception propagates. The lease is
+    released on exit.
     """
 
     def __init__(self, store: AsyncStore, task_id: str, *, ttl: float, wait: float | None) -> None:
@@ -35,6 +43,9 @@ class AsyncTaskRun:
         self.resumed = False
         self.checkpoint: Checkpoint | None = None
         self.skipped: tuple[str, ...] = ()
+        # Only the owner writes step records, so what was read on entry plus what this
+        # run recorded is all there is while the lease holds.
+        self._steps: dict[str, Step] = {}
 
     @property
     def fence(self) -> int | None:
@@ -70,10 +81,67 @@ class AsyncTaskRun:
         await self._store.checkpoints.log(self.task_id, delta, lease=self.lease)
         self.state = merge_patch(self.state, delta)
 
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        idempotent: bool = True,
+        retry_failed: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """``fn(*args, **kwargs)`` run at most once for this task: a result recorded by
+        any earlier owner is returned without calling ``fn``. Otherwise ``fn`` runs
+        and its result (a JSON value, through the store's codec) is recorded by a
+        guarded write — one round trip; a step that is not idempotent records its start
+        first (two). ``fn`` may be a coroutine function. Returns the result as a resume
+        would see it (decoded JSON: tuples come back as lists).
+
+        Raises:
+            StepInterrupted: ``idempotent=False`` and an earlier owner started the step
+                and never recorded its end: it may have had its effect.
+            StepFailed: a failure recorded earlier (``retry_failed=True`` runs it again).
+            LockLost: another instance owns the task: the result is not recorded (the
+                new owner's records are never overwritten).
+            CodecError, StateTooLarge: the result cannot be recorded.
+            Whatever ``fn`` raises, after recording it as the step's failure.
+        """
+        check_step_name(name)
+        known = self._steps.get(name)
+        if known is not None and known.replay(idempotent=idempotent, retry_failed=retry_failed):
+            return known.result
+        spec, checkpoints = self._store.checkpoints.step_spec, self._store.checkpoints
+        key, fence = self._store.keys.task_steps(self.task_id), self.lease.fence
+        started = time.time_ns() // 1_000_000
+        if not idempotent:  # the marker that makes a crash inside fn visible on resume
+            marker = spec.started(name, idempotent, fence, started)
+            await checkpoints._record_step(self.task_id, name, marker, self.lease)
+            self._steps[name] = spec.parse(key, name, marker)
+        try:
+            result = fn(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await async_resolve(result)
+        except Exception as exc:
+            ended = time.time_ns() // 1_000_000
+            record = spec.failed(key, name, idempotent, fence, started, ended, exc)
+            await checkpoints._record_step(self.task_id, name, record, self.lease)
+            self._steps[name] = spec.parse(key, name, record)
+            raise
+        record = spec.done(key, name, idempotent, fence, started, time.time_ns() // 1_000_000,
+                           result)  # fmt: skip
+        await checkpoints._record_step(self.task_id, name, record, self.lease)
+        step = self._steps[name] = spec.parse(key, name, record)
+        return step.result
+
+    async def steps(self) -> list[Step]:
+        """The task's recorded steps, read from the store (status, timing, fence)."""
+        return await self._store.checkpoints.steps(self.task_id)
+
     async def __aenter__(self) -> AsyncTaskRun:
         await self.lease.acquire()
         try:
             restored = await self._store.checkpoints.restore(self.task_id)
+            self._steps = await self._store.checkpoints._steps(self.task_id)
         except BaseException:
             await self.lease.release()
             raise

@@ -19,6 +19,7 @@ from ..durability import Durability
 from ..erasure import TASK, entry
 from ..records import DEFAULT, TTL, Default
 from ..scripts import script
+from ..steps import Step, StepSpec
 from ._client import Connection
 from .records import register
 
@@ -28,6 +29,7 @@ _SAVE = script("checkpoint_save")
 _LOG = script("checkpoint_log")
 _FIND = script("checkpoint_find")
 _DELETE = script("checkpoint_delete")
+_STEP = script("step_record")
 
 
 class Checkpoints:
@@ -39,11 +41,31 @@ class Checkpoints:
     newest; ``restore`` rebuilds the state from the newest checkpoint that is intact.
     """
 
-    __slots__ = ("_conn", "spec")
+    __slots__ = ("_conn", "spec", "step_spec")
 
     def __init__(self, conn: Connection, spec: CheckpointSpec) -> None:
         self._conn = conn
         self.spec = spec
+        self.step_spec = StepSpec(spec.codec, max_bytes=spec.max_bytes)
+
+    def steps(self, task_id: str) -> list[Step]:
+        """The task's recorded durable steps (``run.step``), in the order they started:
+        status, timing, fence, result or error. One HGETALL.
+
+        Raises:
+            IntegrityError: a record is damaged.
+        """
+        return list((self._steps(task_id)).values())
+
+    def _steps(self, task_id: str) -> dict[str, Step]:
+        key = self.spec.keys.task_steps(task_id)
+        return self.step_spec.steps(key, self._conn.hgetall(key))
+
+    def _record_step(self, task_id: str, name: str, record: bytes, lease: Any) -> None:
+        """step_record: one guarded script (LockLost once another owner holds the task)."""
+        keys, guard = self.spec.guarded_keys(task_id, lease)
+        args = (name, record, guard, self.spec.ttl_ms)
+        self._conn.script(_STEP, (keys[5], keys[0], keys[3]), args)
 
     def save(
         self,
@@ -226,8 +248,10 @@ class Checkpoints:
         return self.spec.verification(task_id, keys[0], self._read(keys, 0, deltas=True))
 
     def handoff(self, task_id: str) -> str:
-        """A short markdown summary (SESSION-STATE.md style) of where the task stands."""
-        return handoff(task_id, self.restore(task_id))
+        """A short markdown summary (SESSION-STATE.md style) of where the task stands,
+        with its last completed and any interrupted step."""
+        restored = self.restore(task_id)
+        return handoff(task_id, restored, list((self._steps(task_id)).values()))
 
     def delete(
         self, task_id: str, *, lease: Any = None, durability: Durability | None = None

@@ -76,7 +76,7 @@ def export_command(
     total = _count(sum(report.entities.values()), "entity")
     _say(f"exported {total} ({kinds}) of namespace {report.namespace!r} to {out_file}")
     if report.not_exported:
-        _say(f"left out {_count(report.not_exported, 'lease and write-memory key')}")
+        _say(f"left out {_count(report.not_exported, 'lease, write-memory or step-record key')}")
     if report.event_streams:
         streams = _count(report.event_streams, "audit event key")
         _say(f"left out {streams}: exporting events is not supported yet")

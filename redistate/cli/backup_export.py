@@ -63,7 +63,7 @@ class ExportReport:
     not_exported: int = 0  # held leases, wake lists, write memories
     event_streams: int = 0  # audit event streams: not in export format 1 yet
     user_indexes: int = 0  # what is registered to each user: not in format 1 yet
-    framework_keys: int = 0  # LangGraph threads and runs, Agents SDK sessions: not yet
+    framework_keys: int = 0  # LangGraph threads, Agents SDK sessions: not in format 1 yet
     unknown: list[str] = field(default_factory=list)  # keys redistate did not recognise
     unknown_count: int = 0
 
@@ -115,14 +115,14 @@ def _plan(keys: KeySpace, key: bytes, report: ExportReport) -> _Read | None:
     if kind == "events":
         report.event_streams += 1  # streams and anchors: not in export format 1 yet
         return None
-    if kind in ("graph", "graphrun", "agents"):
+    if kind in ("graph", "agents"):
         report.framework_keys += 1  # the adapters' own shapes: not in format 1 yet
         return None
     if kind == "user" and part == "owns":
         report.user_indexes += 1
         return None
-    if kind == "lock" or part == "writes":
-        report.not_exported += 1  # held leases, wake lists, write memories
+    if kind == "lock" or part in ("writes", "steps"):
+        report.not_exported += 1  # held leases, wake lists, write memories, step records
         return None
     if kind == "task" and part in ("", "ids", "log"):
         return _Read("task", "", entity, part, key, keys.task_keys(entity))

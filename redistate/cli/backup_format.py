@@ -58,9 +58,9 @@ FORMAT: Final = "redistate-export"
 VERSION: Final = 1
 MAX_TTL_MS: Final = 100 * 365 * 86400 * 1000  # what the scripts accept (rs_ttl)
 KINDS: Final = ("record", "task", "fence")  # what a file holds
-# Kinds that are not records (events: streams, not exported yet; agents, graph and
-# graphrun: the framework adapters' own shapes, not exported yet).
-NOT_RECORDS: Final = frozenset({"task", "fence", "lock", "events", "agents", "graph", "graphrun"})
+# Kinds that are not records (events: streams, not exported yet; agents and graph: the
+# framework adapters' own shapes, not exported yet).
+NOT_RECORDS: Final = frozenset({"task", "fence", "lock", "events", "agents", "graph"})
 PROGRESS_BYTES: Final = 1 << 20  # progress is reported in steps of this many bytes
 
 Progress = Callable[[int], None]  # called with how many more keys or bytes are done

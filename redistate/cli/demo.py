@@ -220,7 +220,7 @@ class Runner:
             self.maybe_resume(event)
         elif kind == "rejected":
             self.note(
-                f"worker {proc.id}'s late save of {event['task']} step {event['step'] + 1} "
+                f"worker {proc.id}'s late write of {event['task']} step {event['step'] + 1} "
                 f"(fence {event['fence']}) was rejected: a newer owner holds the task"
             )
 
@@ -336,7 +336,11 @@ def _verdict(store: Store, ledger: Ledger, took: float) -> list[Check]:
             states[task], complete[task] = restored.state, restored.complete
     board = store.users.get(BOARD)
     steps = board.data.get("steps", {}) if board is not None else {}
-    return ledger.verdict(states, complete, steps, took)
+    recorded: dict[tuple[str, int], int] = {}
+    for task in ledger.tasks:
+        for step in store.checkpoints.steps(task):
+            recorded[(task, int(step.name.removeprefix("step-")))] = step.fence or 0
+    return ledger.verdict(states, complete, steps, took, recorded)
 
 
 def _summary(checks: list[Check]) -> Table:

@@ -46,6 +46,7 @@ class Ledger:
     merges: set[tuple[str, int]] = field(default_factory=set)  # acknowledged
     rejected: list[dict[str, Any]] = field(default_factory=list)
     interrupted: list[str] = field(default_factory=list)  # "SIGKILL w2", "SIGSTOP w3"
+    calls: list[tuple[str, int, int]] = field(default_factory=list)  # tool calls: fence
 
     def __post_init__(self) -> None:
         self.view = {task: TaskView() for task in self.tasks}
@@ -54,6 +55,8 @@ class Ledger:
         kind, task = event["e"], event.get("task")
         if kind == "merged":
             self.merges.add((event["task"], event["step"]))
+        elif kind == "call":
+            self.calls.append((event["task"], event["step"], event.get("fence") or 0))
         elif kind == "rejected":
             self.rejected.append(event)
         if not isinstance(task, str) or task not in self.view:
@@ -82,11 +85,24 @@ class Ledger:
         """Step executions beyond the first of each step: work done twice."""
         return sum(n - 1 for n in self.executions.values() if n > 1)
 
+    def repeated(self, recorded: dict[tuple[str, int], int]) -> int:
+        """Tool calls made again after the step's result was recorded: calls by an owner
+        with a higher fence than the one that recorded it (durable steps: none)."""
+        return sum(
+            1 for task, step, fence in self.calls if fence > recorded.get((task, step), fence)
+        )
+
     def verdict(
-        self, states: dict[str, Any], complete: dict[str, bool], board: dict[str, Any], took: float
+        self,
+        states: dict[str, Any],
+        complete: dict[str, bool],
+        board: dict[str, Any],
+        took: float,
+        recorded: dict[tuple[str, int], int] | None = None,
     ) -> list[Check]:
         """The summary, from the final checkpoint states, whether each restored
-        completely, and the shared profile's ``steps``."""
+        completely, the shared profile's ``steps`` and the fence that recorded each
+        step's result (``run.step``)."""
         finished = [t for t, s in states.items() if _steps(s) and len(_steps(s)) == self.steps]
         lost_saves = [
             f"{task} step {step}"
@@ -99,6 +115,7 @@ class Ledger:
         crashes = len(self.interrupted)
         stopped = any(text.startswith("SIGSTOP") for text in self.interrupted)
         executed = sum(self.executions.values())
+        repeated = self.repeated(recorded or {})
         return [
             Check(
                 "tasks_completed",
@@ -116,6 +133,14 @@ class Ledger:
                 str(self.redone()),
                 f"≤ 1 per crash or stall ({crashes})",
                 self.redone() <= crashes,
+            ),
+            Check(
+                "tool_calls_repeated",
+                repeated,
+                "tool calls repeated after a crash",
+                str(repeated),
+                "a recorded step never runs again",
+                repeated == 0,
             ),
             Check(
                 "stale_writes_rejected",

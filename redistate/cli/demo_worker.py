@@ -1,7 +1,8 @@
 """One agent worker of ``redistate demo``: ``python -m redistate.cli.demo_worker CONFIG``.
 
 It takes unfinished tasks with ``store.task()`` (lease + restore), runs their remaining
-steps (a simulated tool call each, with a little random latency), checkpoints after
+steps (a simulated tool call each, with a little random latency, as a durable
+``run.step``: a call whose result was recorded is never made again), checkpoints after
 every step, and merges each finished step into a shared profile that every worker
 writes. It reports what it does as JSON lines on stdout, one per event, flushed at once
 so that a worker killed at any instant has told what it started.
@@ -74,10 +75,12 @@ class Worker:
                 _say("acquired", w=self.id, task=task, fence=run.fence, at=len(done))
                 for step in range(len(done), self.steps):
                     _say("start", w=self.id, task=task, step=step, fence=run.fence)
-                    result = self.tool_call(task, step)
-                    done = [*done, {"worker": self.id, "fence": run.fence, "result": result}]
                     last = step == self.steps - 1
                     try:
+                        # Recorded by a guarded write: a paused worker's late result is
+                        # refused here, before its checkpoint is even tried.
+                        result = run.step(f"step-{step}", self.tool_call, task, step, run.fence)
+                        done = [*done, {"worker": self.id, "fence": run.fence, "result": result}]
                         run.save(
                             {"steps": done},
                             phase=DONE if last else f"step {step + 1}",
@@ -96,8 +99,9 @@ class Worker:
             return True  # a newer owner has the task; look for other work
         return True
 
-    def tool_call(self, task: str, step: int) -> str:
+    def tool_call(self, task: str, step: int, fence: int | None) -> str:
         """A simulated tool call: some latency, a result."""
+        _say("call", w=self.id, task=task, step=step, fence=fence)
         time.sleep(self.rng.uniform(0.02, 0.08))
         return f"{task} step {step + 1} by worker {self.id}: {self.rng.getrandbits(32):08x}"
 

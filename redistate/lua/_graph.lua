@@ -1,7 +1,8 @@
 --[[ _graph: helpers prepended to the LangGraph thread scripts (a library, not a
 script; redistate.langgraph, redistate/graph.py). A thread's keys, in its hash slot:
 KEYS[1] cp hash: 'c|<m>' the packed checkpoint, 'r|<m>' the blob fields it uses
-        joined by "\1", 'u|<m>' its run id; <m> = "<checkpoint_ns>\0<checkpoint_id>"
+        joined by "\1", 'u|<m>' its run id; <m> = "<checkpoint_ns>\0<checkpoint_id>";
+        'delta' = "1" once a checkpoint of the thread used a DeltaChannel
 KEYS[2] idx, a zset of every <m>, all at score 0: lexicographic = by ns, then by id
         (LangGraph's ids are time-ordered uuid6)
 KEYS[3] blobs hash: "<ns>\0<channel>\0<version>" -> packed channel value
@@ -50,20 +51,38 @@ local function rs_remove(m)
   return 1
 end
 
+-- HMGET of any number of fields ("" for a missing one), in slices: Lua's unpack() is
+-- limited by its C stack (about 8000 values).
+local function rs_hmget(key, fields)
+  local out = {}
+  for at = 1, #fields, 1000 do
+    local got = redis.call('HMGET', key, unpack(fields, at, math.min(at + 999, #fields)))
+    for i = 1, #got do out[#out + 1] = got[i] or '' end
+  end
+  return out
+end
+
 -- One checkpoint as the readers return it: {m, packed, refs, blob values, write fields,
 -- write values}.
 local function rs_read(m)
   local packed = redis.call('HGET', KEYS[1], 'c|' .. m)
   if not packed then return nil end
   local refs = rs_split(redis.call('HGET', KEYS[1], 'r|' .. m), '\1')
-  local values = {}
-  if #refs > 0 then values = redis.call('HMGET', KEYS[3], unpack(refs)) end
-  for i = 1, #refs do values[i] = values[i] or '' end
   local wfields = rs_writes_of(m)
-  local wvalues = {}
-  if #wfields > 0 then wvalues = redis.call('HMGET', KEYS[5], unpack(wfields)) end
-  for i = 1, #wfields do wvalues[i] = wvalues[i] or '' end
-  return {m, packed, refs, values, wfields, wvalues}
+  return {m, packed, refs, rs_hmget(KEYS[3], refs), wfields, rs_hmget(KEYS[5], wfields)}
+end
+
+-- Writes of namespace <ns> (given as "<ns>\0") for checkpoints older than the oldest one
+-- kept: stored after the history cap removed their checkpoint (LangGraph saves a step's
+-- writes in the background), they would never be read.
+local function rs_drop_orphans(ns)
+  local oldest = redis.call('ZRANGEBYLEX', KEYS[2], '[' .. ns, '[' .. ns .. '\255', 'LIMIT', 0, 1)[1]
+  if not oldest then return end
+  local orphans = redis.call('ZRANGEBYLEX', KEYS[6], '[' .. ns, '(' .. oldest)
+  for at = 1, #orphans, 1000 do
+    redis.call('HDEL', KEYS[5], unpack(orphans, at, math.min(at + 999, #orphans)))
+  end
+  if #orphans > 0 then redis.call('ZREMRANGEBYLEX', KEYS[6], '[' .. ns, '(' .. oldest) end
 end
 
 -- Every key of the thread expires in ttl_ms (0: left as it is).

@@ -4,6 +4,7 @@ KEYS[2]  id list, aligned with KEYS[1]: "<seq:16>,<created_ms:13>,<fence>,<id>,<
 KEYS[3]  delta log (compacted away: a new snapshot starts here)
 KEYS[4]  lock key of the task id (read only when ARGV[6] is set)
 KEYS[5]  the task's recent writes (see checkpoint_log; used only when ARGV[7] is not "0")
+KEYS[6]  the task's step records (run.step): given the same expiry as the history
 ARGV[1]  checkpoint id ([A-Za-z0-9_-], 1-64 chars)
 ARGV[2]  the checkpoint blob (stored as is)
 ARGV[3]  keep: how many checkpoints the history holds (1-100000)
@@ -77,7 +78,7 @@ redis.call('LPUSH', KEYS[2], entry)
 redis.call('LTRIM', KEYS[1], 0, keep - 1)
 redis.call('LTRIM', KEYS[2], 0, keep - 1)
 redis.call('DEL', KEYS[3])
-for i = 1, 2 do
+for _, i in ipairs({1, 2, 6}) do
   if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
 end
 if memory_ms > 0 then rs_remember(KEYS[5], id, now_us, now_us, memory_ms) end

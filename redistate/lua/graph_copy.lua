@@ -40,6 +40,7 @@ for field, packed in pairs(cp) do
     added = added + 1
   end
 end
+if cp['delta'] == '1' then redis.call('HSET', KEYS[1], 'delta', '1') end
 for i = blobs_end + 1, #ARGV, 2 do
   local w = ARGV[i]
   local a = string.find(w, '\0', 1, true)

@@ -97,6 +97,7 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         await store.events.rewrite(entity, lambda schema, data: (schema, data + b" "))
         async with store.task(entity) as run:
             await run.save({"step": 1})
+            await run.step("s1", lambda: 1, idempotent=False)  # the marker, then the result
         # redistate.agents: a session's list and its write memory.
         agent_key = store.keys.agent_session(entity)
         agent_keys = (agent_key, store.keys.writes(agent_key))
@@ -108,14 +109,14 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         graph = AsyncGraph(store._conn, GraphSpec(store.keys, ttl_ms=60_000, keep=1))
         member = graph.spec.member("", "c1")
         field = graph.spec.blob_field("", "ch", 1)
-        await graph.put(entity, member, b"x", "run1", [field], [(field, b"v")], "")
+        await graph.put(entity, member, b"x", b"run1", [field], [(field, b"v")], False, "")
         await graph.put_writes(
             entity, member, [(graph.spec.write_suffix("", "t", 0), False, b"w")], ""
         )
         await graph.read(entity, *graph.spec.latest(""), 1)
         await graph.copy(entity, entity + "-copy")
-        await graph.remove(entity, "run", "run1")
-        await graph.remove(entity, "latest")
+        await graph.delete_runs([b"run1"])
+        await graph.keep_latest(entity)
         # redistate import: one script per entity, with the keys import_call chooses.
         await store.users.put(entity, {"n": 1})
         value = await store._conn.get(store.keys.record("user", entity))

@@ -98,6 +98,7 @@ def test_every_script_and_transaction_stays_in_one_slot(
         store.events.rewrite(entity, lambda schema, data: (schema, data + b" "))
         with store.task(entity) as run:
             run.save({"step": 1})
+            run.step("s1", lambda: 1, idempotent=False)  # the marker, then the result
         # redistate.agents: a session's list and its write memory.
         agent_key = store.keys.agent_session(entity)
         agent_keys = (agent_key, store.keys.writes(agent_key))
@@ -109,14 +110,14 @@ def test_every_script_and_transaction_stays_in_one_slot(
         graph = Graph(store._conn, GraphSpec(store.keys, ttl_ms=60_000, keep=1))
         member = graph.spec.member("", "c1")
         field = graph.spec.blob_field("", "ch", 1)
-        graph.put(entity, member, b"x", "run1", [field], [(field, b"v")], "")
+        graph.put(entity, member, b"x", b"run1", [field], [(field, b"v")], False, "")
         graph.put_writes(
             entity, member, [(graph.spec.write_suffix("", "t", 0), False, b"w")], ""
         )
         graph.read(entity, *graph.spec.latest(""), 1)
         graph.copy(entity, entity + "-copy")
-        graph.remove(entity, "run", "run1")
-        graph.remove(entity, "latest")
+        graph.delete_runs([b"run1"])
+        graph.keep_latest(entity)
         # redistate import: one script per entity, with the keys import_call chooses.
         store.users.put(entity, {"n": 1})
         value = store._conn.get(store.keys.record("user", entity))

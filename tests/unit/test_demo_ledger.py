@@ -84,3 +84,21 @@ def test_orphan_marks_the_tasks_a_worker_held() -> None:
     ledger.apply({"e": "acquired", "w": 3, "task": "b", "fence": 5, "at": 1})
     assert ledger.orphan(3, "orphaned") == "b" and ledger.view["b"].status == "orphaned"
     assert ledger.orphan(9, "stalled") is None
+
+
+def test_a_tool_call_made_again_after_its_result_was_recorded_fails_the_demo() -> None:
+    ledger = Ledger(["a"], 2)
+    run_two_steps(ledger, "a", 1, 1)
+    for step in range(2):
+        ledger.apply({"e": "call", "w": 1, "task": "a", "step": step, "fence": 1})
+    # A crash in the window: the call by the old owner (fence 1) was never recorded and
+    # the new owner (fence 2) made and recorded it: allowed.
+    ledger.apply({"e": "call", "w": 2, "task": "a", "step": 1, "fence": 2})
+    recorded = {("a", 0): 1, ("a", 1): 2}
+    checks = ledger.verdict({"a": state(1, 2)}, {"a": True}, board("a"), 1.0, recorded)
+    assert "tool_calls_repeated" not in failed(checks)
+    # A new owner calling a step whose result fence 1 had recorded: a repeat.
+    ledger.apply({"e": "call", "w": 3, "task": "a", "step": 0, "fence": 3})
+    checks = ledger.verdict({"a": state(1, 2)}, {"a": True}, board("a"), 1.0, recorded)
+    assert ledger.repeated(recorded) == 1
+    assert "tool_calls_repeated" in failed(checks)

@@ -1,0 +1,30 @@
+--[[ step_record: record a durable step's start, result or failure (run.step), only
+while the lease still holds the task: a stale owner's record never overwrites the
+current owner's.
+KEYS[1]  the task's step records, a hash by step name
+KEYS[2]  the task's checkpoint list: the records take its expiry
+KEYS[3]  lock key of the task id
+ARGV[1]  the step's name
+ARGV[2]  the record: "S1,<status>,<idempotent>,<fence>,<started_ms>,<ended_ms>,<sha256>\n..."
+ARGV[3]  lease value "<token>,<fence>" the write is guarded by, or "" (unguarded)
+ARGV[4]  ttl in ms when the task has no checkpoint yet ("0": no expiry)
+returns  1 (also for a resend: the same record is found, nothing changes)
+errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the
+         lock. Both before any write.
+]]
+local ttl_ms = rs_ttl(ARGV[4])
+if ARGV[1] == '' or not ttl_ms or string.sub(ARGV[2], 1, 3) ~= 'S1,' then
+  return redis.error_reply('RSARG malformed arguments to step_record')
+end
+-- The same record already there is this write's resend (records carry their times):
+-- reported as made even if the lease was lost since, like every guarded resend.
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return 1 end
+local lost = rs_guard(KEYS[3], ARGV[3])
+if lost then return lost end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+-- Every key of a task carries the same expiry (checkpoint_save and _log set it on
+-- the records too): they never outlive the task, nor it them.
+local current = redis.call('PTTL', KEYS[2])
+if current > 0 then ttl_ms = current elseif current == -1 then ttl_ms = 0 end
+if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[1], ttl_ms) else redis.call('PERSIST', KEYS[1]) end
+return 1

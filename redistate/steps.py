@@ -1,0 +1,174 @@
+"""Durable steps, the pure half: step records, their encoding and what a resume does.
+
+A task's steps live in one hash in the task's slot (``KeySpace.task_steps``), a field
+per step name. A record is ``S1,<status>,<idempotent>,<fence>,<started_ms>,<ended_ms>,
+<sha256 of the payload>\\n<payload>``: status ``s`` started (no payload), ``d`` done
+(the result, encoded by the store's codec), ``f`` failed (``{"type", "message"}``,
+encoded the same way). The codec's context binds a payload to its task and step, so an
+encrypted result copied to another step does not decrypt.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .codec import Codec
+from .errors import IntegrityError, StateTooLarge, StepFailed, StepInterrupted
+from .keys import escape_id
+
+__all__ = ["Step", "StepSpec", "check_step_name"]
+
+_HEAD_RE: Final = re.compile(rb"S1,([sdf]),([01]),(\d{1,19}),(\d{13}),(\d{13}),([0-9a-f]{64})\n")
+_STATUS: Final = {b"s": "started", b"d": "done", b"f": "failed"}
+_CODES: Final = {v: k for k, v in _STATUS.items()}
+MESSAGE_LIMIT: Final = 2000  # characters of a recorded exception message
+
+
+def check_step_name(name: object) -> str:
+    """A step name, validated like an entity id (a str of 1-512 UTF-8 bytes).
+
+    Raises:
+        InvalidId: not a str, empty, or too long.
+    """
+    escape_id(name)
+    return name  # type: ignore[return-value]  # escape_id accepted it: a str
+
+
+def _at(ms: int) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc) if ms else None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One recorded step. ``result`` when done; ``error`` (type, message) when failed;
+    ``fence`` of the owner that recorded it (None if unfenced)."""
+
+    name: str
+    status: str  # "started" | "done" | "failed"
+    idempotent: bool
+    fence: int | None
+    started_at: dt.datetime | None
+    ended_at: dt.datetime | None
+    result: Any = None
+    error: tuple[str, str] | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        """How long the step ran, when it ended."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()
+
+    def replay(self, *, idempotent: bool, retry_failed: bool) -> bool:
+        """What a run does on meeting this record: True = return :attr:`result`;
+        False = call the function (again).
+
+        Raises:
+            StepFailed: a recorded failure, without ``retry_failed``.
+            StepInterrupted: started by an owner that never recorded its end, and the
+                step is not idempotent: a person or the agent decides, never a silent
+                second call.
+        """
+        if self.status == "done":
+            return True
+        if self.status == "failed":
+            if retry_failed:
+                return False
+            kind, message = self.error or ("Exception", "")
+            raise StepFailed(self.name, kind, message)
+        if idempotent:
+            return False
+        raise StepInterrupted(self.name, self.started_at, self.fence)
+
+
+class StepSpec:
+    """Encoding and decoding of step records for one store."""
+
+    __slots__ = ("codec", "max_bytes")
+
+    def __init__(self, codec: Codec, *, max_bytes: int) -> None:
+        self.codec = codec
+        self.max_bytes = max_bytes
+
+    @staticmethod
+    def _context(key: str, name: str) -> bytes:
+        return key.encode("utf-8") + b"\0" + name.encode("utf-8")
+
+    def _record(
+        self, code: bytes, idempotent: bool, fence: int | None, started: int, ended: int,
+        payload: bytes,
+    ) -> bytes:  # fmt: skip
+        digest = hashlib.sha256(payload).hexdigest().encode()
+        head = b"S1,%s,%d,%d,%013d,%013d,%s\n" % (
+            code,
+            idempotent,
+            fence or 0,
+            started,
+            ended,
+            digest,
+        )
+        return head + payload
+
+    def started(self, name: str, idempotent: bool, fence: int | None, now_ms: int) -> bytes:
+        return self._record(b"s", idempotent, fence, now_ms, 0, b"")
+
+    def done(
+        self, key: str, name: str, idempotent: bool, fence: int | None, started: int,
+        now_ms: int, result: Any,
+    ) -> bytes:  # fmt: skip
+        """A done record. Raises CodecError (not JSON) or StateTooLarge (over max_bytes)."""
+        payload = self.codec.encode(result, self._context(key, name))
+        if len(payload) > self.max_bytes:
+            raise StateTooLarge(len(payload), self.max_bytes, f"{key} step {name!r}")
+        return self._record(b"d", idempotent, fence, started, now_ms, payload)
+
+    def failed(
+        self, key: str, name: str, idempotent: bool, fence: int | None, started: int,
+        now_ms: int, exc: BaseException,
+    ) -> bytes:  # fmt: skip
+        error = {"type": type(exc).__name__, "message": str(exc)[:MESSAGE_LIMIT]}
+        payload = self.codec.encode(error, self._context(key, name))
+        return self._record(b"f", idempotent, fence, started, now_ms, payload)
+
+    def parse(self, key: str, name: str, raw: bytes) -> Step:
+        """A stored record as a Step (its payload decoded).
+
+        Raises:
+            IntegrityError: damaged, or its payload does not match its digest.
+        """
+        head = _HEAD_RE.match(raw)
+        payload = raw[head.end() :] if head else b""
+        if head is None or hashlib.sha256(payload).hexdigest().encode() != head.group(6):
+            raise IntegrityError(f"step {name!r} of {key!r} is damaged: {raw[:80]!r}")
+        status = _STATUS[head.group(1)]
+        result, error = None, None
+        if status != "started":
+            value = self.codec.decode(payload, self._context(key, name))
+            if status == "done":
+                result = value
+            elif isinstance(value, dict):
+                error = (str(value.get("type", "Exception")), str(value.get("message", "")))
+        fence = int(head.group(3))
+        return Step(
+            name,
+            status,
+            head.group(2) == b"1",
+            fence or None,
+            _at(int(head.group(4))),
+            _at(int(head.group(5))),
+            result,
+            error,
+        )
+
+    def steps(self, key: str, fields: dict[bytes, bytes]) -> dict[str, Step]:
+        """Every record of an HGETALL reply, by name, in the order they started."""
+        found = [self.parse(key, name.decode("utf-8"), raw) for name, raw in fields.items()]
+        found.sort(key=lambda s: (s.started_at or _EPOCH, s.name))
+        return {step.name: step for step in found}
+
+
+_EPOCH: Final = dt.datetime.fromtimestamp(0, tz=dt.timezone.utc)
