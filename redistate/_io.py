@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 __all__ = [
+    "AwaitableInSync",
     "async_event",
     "async_initialize",
     "async_lock",
@@ -48,11 +49,16 @@ async def async_resolve(value: Awaitable[Any]) -> Any:
     return await value
 
 
+class AwaitableInSync(TypeError):
+    """A sync store was given a function that returned an awaitable: a usage error of
+    the caller, never the function's own failure (run.step does not record it)."""
+
+
 def sync_resolve(value: Awaitable[Any]) -> Any:
     close = getattr(value, "close", None)
     if callable(close):
         close()  # a coroutine that is never awaited would warn at garbage collection
-    raise TypeError("the function returned an awaitable: use AsyncStore for async functions")
+    raise AwaitableInSync("the function returned an awaitable: use AsyncStore for async functions")
 
 
 # -- background renewal: an asyncio task, or a daemon thread in the sync twin ---------

@@ -627,13 +627,16 @@ def _step_lines(steps: Sequence[Step]) -> list[str]:
         when = (last.ended_at or _NEVER).strftime("%Y-%m-%d %H:%M:%S UTC")
         lines.append(f"- Last completed step: {_line(last.name)} ({when})")
     for step in steps:
+        when = (step.started_at or _NEVER).strftime("%Y-%m-%d %H:%M:%S UTC")
         if step.status == "started":
-            when = (step.started_at or _NEVER).strftime("%Y-%m-%d %H:%M:%S UTC")
             lines.append(
                 f"- Interrupted step: {_line(step.name)} (started {when}, fence {step.fence}, "
-                "never completed)"
+                "not completed)"
             )
-    return lines[:3]
+        elif step.status == "failed":
+            kind = step.error[0] if step.error else "an error"
+            lines.append(f"- Failed step: {_line(step.name)} ({_line(kind, 60)}, started {when})")
+    return lines[:4]
 
 
 _NEVER: Final = dt.datetime.fromtimestamp(0, tz=dt.timezone.utc)

@@ -34,6 +34,7 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "checkpoint_recode": (),
     "checkpoint_migrate": (),
     "step_record": ("_envelope",),
+    "step_recode": (),
     "event_append": ("_envelope",),
     "event_trim": (),
     "event_rewrite": (),
@@ -84,6 +85,8 @@ def wrote(name: str, reply: Any) -> bool:
         return type(reply) is bytes or int(reply[0]) == 3
     if name == "checkpoint_delete":
         return int(reply) != 0
+    if name == "step_record":
+        return int(reply[0]) != 0
     return True
 
 

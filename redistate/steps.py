@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -130,9 +131,30 @@ class StepSpec:
         self, key: str, name: str, idempotent: bool, fence: int | None, started: int,
         now_ms: int, exc: BaseException,
     ) -> bytes:  # fmt: skip
-        error = {"type": type(exc).__name__, "message": str(exc)[:MESSAGE_LIMIT]}
+        message = str(exc)[:MESSAGE_LIMIT].encode("utf-8", "replace").decode("utf-8")
+        error = {"type": type(exc).__name__, "message": message}
         payload = self.codec.encode(error, self._context(key, name))
         return self._record(b"f", idempotent, fence, started, now_ms, payload)
+
+    def recoded(
+        self, key: str, name: str, raw: bytes, current: Callable[[bytes], bool]
+    ) -> bytes | None:
+        """The record with its payload decoded and encoded again by this codec
+        (rotate-keys), or None when ``current`` says the payload needs nothing.
+
+        Raises:
+            IntegrityError: the record is damaged.
+        """
+        head = _HEAD_RE.match(raw)
+        payload = raw[head.end() :] if head else b""
+        if head is None or hashlib.sha256(payload).hexdigest().encode() != head.group(6):
+            raise IntegrityError(f"step {name!r} of {key!r} is damaged: {raw[:80]!r}")
+        if not payload or current(payload):
+            return None
+        context = self._context(key, name)
+        fresh = self.codec.encode(self.codec.decode(payload, context), context)
+        digest = hashlib.sha256(fresh).hexdigest().encode()
+        return raw[: head.start(6)] + digest + b"\n" + fresh
 
     def parse(self, key: str, name: str, raw: bytes) -> Step:
         """A stored record as a Step (its payload decoded).

@@ -33,6 +33,7 @@ from redistate import (
     StateTooLarge,
     Store,
 )
+from redistate._io import AwaitableInSync
 from redistate._ttl import MAX_TTL_SECONDS
 from redistate.codec import MAX_DEPTH
 from redistate.keys import MAX_ID_BYTES
@@ -650,7 +651,7 @@ ARGUMENT_CASES = [
     case(
         "update-fn-coroutine-on-sync-store",
         lambda w: w.store.users.update("u1", _coroutine_fn),
-        TypeError,
+        AwaitableInSync,  # a TypeError
         "AsyncStore",
     ),
     # checkpoints

@@ -227,3 +227,26 @@ def test_rotate_keys_encrypts_a_namespace_written_before_encryption(
     assert restored is not None and restored.state == {"step": 1, "note": "a"}
     plain.close()
     sealed.close()
+
+
+def test_rotate_keys_moves_step_records_too(server_backend: Backend, namespace: str) -> None:
+    """A task's durable step results are encrypted like its checkpoints: left on the old
+    key, the task could not be entered once that key is gone."""
+    old = _store(server_backend, namespace, {"k1": K1}, "k1")
+    with old.task("t1") as task_run:
+        task_run.step("search", lambda q: {"hits": [q]}, "zebra")
+        task_run.save({"n": 1})
+    args = ["--url", server_backend.url, "--namespace", namespace, "rotate-keys", "--json"]
+    done = run(*args, env=_env(f"k2={_b64(K2)},k1={_b64(K1)}"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["steps"] == 1
+    new = _store(server_backend, namespace, {"k2": K2}, "k2")
+    with new.task("t1") as again:
+        assert again.step("search", lambda q: {"hits": ["called again"]}, "zebra") == {
+            "hits": ["zebra"]
+        }
+    raw: Any = new._conn.client
+    (record,) = raw.hvals(new.keys.task_steps("t1"))
+    assert key_id(record.split(b"\n", 1)[1]) == "k2"
+    old.close()
+    new.close()

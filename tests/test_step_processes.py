@@ -144,7 +144,7 @@ def test_a_stopped_owners_late_result_is_refused(
     os.waitpid(paused.pid, os.WUNTRACED)  # it is stopped: its lease renewal too
     try:
         # A new owner: waits for the paused one's lease to run out, then finishes.
-        successor = _child(url, namespace, flavour, "idempotent", ttl=1.0)
+        successor = _child(url, namespace, flavour, "idempotent")
         out, err = successor.communicate(timeout=120)
         assert successor.returncode == 0, err
         assert "finished" in out

@@ -60,11 +60,18 @@ class AsyncCheckpoints:
         key = self.spec.keys.task_steps(task_id)
         return self.step_spec.steps(key, await self._conn.hgetall(key))
 
-    async def _record_step(self, task_id: str, name: str, record: bytes, lease: Any) -> None:
-        """step_record: one guarded script (LockLost once another owner holds the task)."""
+    async def _record_step(
+        self, task_id: str, name: str, record: bytes, lease: Any
+    ) -> bytes | None:
+        """step_record: one guarded script (LockLost once another owner holds the task),
+        WAITed for like a save under ``durability="replicated"``. Returns the result
+        already recorded for the step (a result is final), or None when written."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
         args = (name, record, guard, self.spec.ttl_ms)
-        await self._conn.script(_STEP, (keys[5], keys[0], keys[3]), args)
+        step_keys = (keys[5], keys[0], keys[3], keys[2])
+        replicas = self._conn.replicas(None)
+        reply = await self._conn.script(_STEP, step_keys, args, replicas=replicas)
+        return None if int(reply[0]) else bytes(reply[1])
 
     async def save(
         self,

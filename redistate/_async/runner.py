@@ -10,9 +10,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .._io import async_resolve
+from .._io import AwaitableInSync, async_resolve
 from ..checkpoints import Checkpoint
-from ..errors import LockLost, RedistateError
+from ..errors import CodecError, LockLost, RedistateError, StateTooLarge
 from ..mergepatch import merge_patch
 from ..steps import Step, check_step_name
 
@@ -94,44 +94,67 @@ class AsyncTaskRun:
         any earlier owner is returned without calling ``fn``. Otherwise ``fn`` runs
         and its result (a JSON value, through the store's codec) is recorded by a
         guarded write — one round trip; a step that is not idempotent records its start
-        first (two). ``fn`` may be a coroutine function. Returns the result as a resume
-        would see it (decoded JSON: tuples come back as lists).
+        first (two). With AsyncStore ``fn`` may be a coroutine function (a blocking one
+        starves the lease's renewal: run it in a thread). Returns the result as a resume
+        would see it (decoded JSON: tuples come back as lists). A name is one step:
+        called again, it returns the first result whatever the arguments.
 
         Raises:
             StepInterrupted: ``idempotent=False`` and an earlier owner started the step
                 and never recorded its end: it may have had its effect.
             StepFailed: a failure recorded earlier (``retry_failed=True`` runs it again).
-            LockLost: another instance owns the task: the result is not recorded (the
-                new owner's records are never overwritten).
-            CodecError, StateTooLarge: the result cannot be recorded.
+            LockLost: another instance owns the task (known before ``fn`` is called
+                when the renewal saw it): the result is not recorded, the new owner's
+                records are never overwritten.
+            CodecError, StateTooLarge: the result cannot be recorded; recorded as the
+                step's failure instead (a retry must say ``retry_failed=True``).
             Whatever ``fn`` raises, after recording it as the step's failure.
         """
         check_step_name(name)
         known = self._steps.get(name)
         if known is not None and known.replay(idempotent=idempotent, retry_failed=retry_failed):
             return known.result
-        spec, checkpoints = self._store.checkpoints.step_spec, self._store.checkpoints
+        spec = self._store.checkpoints.step_spec
         key, fence = self._store.keys.task_steps(self.task_id), self.lease.fence
         started = time.time_ns() // 1_000_000
+        if self.lease.lost.is_set():  # the renewal saw a newer owner: never call fn
+            raise LockLost(f"lease {self.task_id!r} (fence {fence}) was lost: step {name!r}")
         if not idempotent:  # the marker that makes a crash inside fn visible on resume
             marker = spec.started(name, idempotent, fence, started)
-            await checkpoints._record_step(self.task_id, name, marker, self.lease)
-            self._steps[name] = spec.parse(key, name, marker)
+            await self._record(name, marker)
         try:
             result = fn(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await async_resolve(result)
+        except AwaitableInSync:
+            raise  # the caller's mistake, not the step's failure
         except Exception as exc:
             ended = time.time_ns() // 1_000_000
-            record = spec.failed(key, name, idempotent, fence, started, ended, exc)
-            await checkpoints._record_step(self.task_id, name, record, self.lease)
-            self._steps[name] = spec.parse(key, name, record)
+            try:
+                await self._record(name, spec.failed(key, name, idempotent, fence, started,
+                                                     ended, exc))  # fmt: skip
+            except RedistateError:
+                pass  # fn's own exception is the one to report (e.g. the lease is lost)
             raise
-        record = spec.done(key, name, idempotent, fence, started, time.time_ns() // 1_000_000,
-                           result)  # fmt: skip
-        await checkpoints._record_step(self.task_id, name, record, self.lease)
-        step = self._steps[name] = spec.parse(key, name, record)
-        return step.result
+        ended = time.time_ns() // 1_000_000
+        try:
+            record = spec.done(key, name, idempotent, fence, started, ended, result)
+        except (CodecError, StateTooLarge) as exc:
+            # Its effect happened: calling it again by accident must not be silent.
+            await self._record(name, spec.failed(key, name, idempotent, fence, started,
+                                                 ended, exc))  # fmt: skip
+            raise
+        return (await self._record(name, record)).result
+
+    async def _record(self, name: str, record: bytes) -> Step:
+        """Write a step record; the run's view of the step afterwards (the result
+        recorded before, if one was: a result is final)."""
+        checkpoints = self._store.checkpoints
+        key = self._store.keys.task_steps(self.task_id)
+        found = await checkpoints._record_step(self.task_id, name, record, self.lease)
+        step = checkpoints.step_spec.parse(key, name, found if found is not None else record)
+        self._steps[name] = step
+        return step
 
     async def steps(self) -> list[Step]:
         """The task's recorded steps, read from the store (status, timing, fence)."""

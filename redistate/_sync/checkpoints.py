@@ -61,11 +61,18 @@ class Checkpoints:
         key = self.spec.keys.task_steps(task_id)
         return self.step_spec.steps(key, self._conn.hgetall(key))
 
-    def _record_step(self, task_id: str, name: str, record: bytes, lease: Any) -> None:
-        """step_record: one guarded script (LockLost once another owner holds the task)."""
+    def _record_step(
+        self, task_id: str, name: str, record: bytes, lease: Any
+    ) -> bytes | None:
+        """step_record: one guarded script (LockLost once another owner holds the task),
+        WAITed for like a save under ``durability="replicated"``. Returns the result
+        already recorded for the step (a result is final), or None when written."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
         args = (name, record, guard, self.spec.ttl_ms)
-        self._conn.script(_STEP, (keys[5], keys[0], keys[3]), args)
+        step_keys = (keys[5], keys[0], keys[3], keys[2])
+        replicas = self._conn.replicas(None)
+        reply = self._conn.script(_STEP, step_keys, args, replicas=replicas)
+        return None if int(reply[0]) else bytes(reply[1])
 
     def save(
         self,

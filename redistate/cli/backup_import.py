@@ -63,7 +63,8 @@ def import_call(
     if entity.kind == "task":
         blobs, entries = entity.counts
         args = (ttl_ms, flag, blobs, entries, *entity.data)
-        return script("import_task"), keys.task_keys(entity.id), args
+        task = (*keys.task_keys(entity.id), keys.task_steps(entity.id))
+        return script("import_task"), task, args
     return script("import_fence"), (keys.fence(entity.id),), entity.data
 
 

@@ -36,6 +36,7 @@ __all__ = ["RotateReport", "rotate"]
 
 _COMPACT = script("record_compact")
 _RECODE = script("checkpoint_recode")
+_STEPS = script("step_recode")
 
 
 @dataclass
@@ -45,6 +46,7 @@ class RotateReport:
     records: int = 0
     checkpoints: int = 0
     deltas: int = 0
+    steps: int = 0  # durable step records (run.step)
     current: int = 0
     changed: int = 0
     keys_seen: int = 0
@@ -86,6 +88,8 @@ def rotate(store: Store) -> RotateReport:
             _rotate_events(store, entity, current, report)
         elif kind == "task" and part in ("", "log"):
             _rotate_list(store, key, part, current, report)
+        elif kind == "task" and part == "steps":
+            _rotate_steps(store, key, current, report)
         elif kind not in NOT_RECORDS and part == "":
             _rotate_record(store, kind, key, current, report)
     return report
@@ -143,6 +147,24 @@ def _rotate_list(
     report.changed += len(pairs) // 2 - done
 
 
+def _rotate_steps(
+    store: Store, key: str, current: Callable[[bytes], bool], report: RotateReport
+) -> None:
+    spec = store.checkpoints.step_spec
+    fields: dict[bytes, bytes] = store._conn.hgetall(key)
+    triples: list[bytes] = []
+    for name, raw in fields.items():
+        fresh = spec.recoded(key, name.decode("utf-8"), raw, current)
+        if fresh is None:
+            report.current += 1
+        else:
+            triples += [name, raw, fresh]
+    if triples:
+        done = int(store._conn.script(_STEPS, (key,), triples))
+        report.steps += done
+        report.changed += len(triples) // 3 - done
+
+
 def _rotate_events(
     store: Store, entity: str, current: Callable[[bytes], bool], report: RotateReport
 ) -> None:
@@ -179,6 +201,7 @@ def rotate_keys(
         "records": report.records,
         "checkpoints": report.checkpoints,
         "deltas": report.deltas,
+        "steps": report.steps,
         "already current": report.current,
         "changed meanwhile": report.changed,
         "moved off": moved,

@@ -3,6 +3,8 @@ stored task is newer.
 KEYS[1]  checkpoint list
 KEYS[2]  id list: "<seq:16>,<created_ms:13>,<fence>,<id>,<parent_id>", aligned with KEYS[1]
 KEYS[3]  delta log
+KEYS[4]  the task's step records (run.step): not in the export, so an imported task
+         starts without them (they belong to the history being replaced)
 ARGV[1]  ttl in ms for every key of the task; "0" = no expiry
 ARGV[2]  "1" = overwrite even a newer stored task (--force), "0" = refuse it
 ARGV[3]  number of checkpoint blobs, b (0-1000000)
@@ -67,7 +69,7 @@ local function push(key, first, count)
   end
 end
 
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 push(KEYS[1], 5, blobs)
 push(KEYS[2], 5 + blobs, entries)
 push(KEYS[3], 5 + blobs + entries, deltas)

@@ -99,6 +99,7 @@ def test_every_script_and_transaction_stays_in_one_slot(
         with store.task(entity) as run:
             run.save({"step": 1})
             run.step("s1", lambda: 1, idempotent=False)  # the marker, then the result
+        store._conn.script(script("step_recode"), (store.keys.task_steps(entity),), ())
         # redistate.agents: a session's list and its write memory.
         agent_key = store.keys.agent_session(entity)
         agent_keys = (agent_key, store.keys.writes(agent_key))

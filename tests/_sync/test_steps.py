@@ -126,6 +126,29 @@ def test_a_stale_owners_result_is_refused(store: Store, backend: Backend) -> Non
     assert step.fence is not None
 
 
+def test_a_lease_known_lost_never_calls_the_tool(store: Store) -> None:
+    """Once the renewal has seen a newer owner, the step fails before calling fn."""
+    tool = Tool()
+    with store.task("t1", ttl=30) as run:
+        run.lease.lost.set()  # what the renewal does when an extend is refused
+        with pytest.raises(LockLost, match="was lost: step 'pay'"):
+            run.step("pay", tool, "card-1")
+    assert tool.calls == []
+
+
+def test_handoff_names_the_failed_step(store: Store) -> None:
+    def boom() -> None:
+        raise RuntimeError("card declined")
+
+    with store.task("t1") as run:
+        run.step("search", Tool(), "q")
+        with pytest.raises(RuntimeError):
+            run.step("pay", boom)
+    handoff = store.checkpoints.handoff("t1")
+    assert "- Last completed step: search (" in handoff
+    assert "- Failed step: pay (RuntimeError, started " in handoff
+
+
 def test_step_records_expire_and_go_with_their_task(backend: Backend, namespace: str) -> None:
     store = Store(backend.sync_client(), namespace=namespace, task_ttl=600)
     raw = backend.raw()
@@ -142,6 +165,17 @@ def test_step_records_expire_and_go_with_their_task(backend: Backend, namespace:
             assert raw.pttl(key) == -1
         assert store.checkpoints.delete("t1")
         assert raw.exists(key) == 0
+        # A task with a delta log and no checkpoint: the records take the log's expiry.
+        with store.task("t2") as run:
+            run.log(
+                {"n": 1},
+            )
+            store.checkpoints.log("t2", {"m": 1}, ttl=None)  # the log lives on
+            run.step("c", Tool(), "z", idempotent=False)
+            assert raw.pttl(store.keys.task_steps("t2")) == -1
+            store.checkpoints.log("t2", {"m": 2}, ttl=3600)
+            run.step("d", Tool(), "z")
+            assert 3_000_000 < raw.pttl(store.keys.task_steps("t2")) <= 3_600_000
     finally:
         raw.close()
         store.close()
@@ -162,7 +196,11 @@ def test_bad_input_records_nothing(store: Store, backend: Backend) -> None:
 
             with pytest.raises(CodecError):
                 run.step("odd", unserialisable)
-            assert raw.exists(key) == 0
+            # Its effect happened: the failure is recorded, so a retry is never silent.
+            (step,) = run.steps()
+            assert (step.status, step.error and step.error[0]) == ("failed", "CodecError")
+            with pytest.raises(StepFailed, match="CodecError"):
+                run.step("odd", unserialisable)
     finally:
         raw.close()
 
@@ -251,7 +289,9 @@ def test_a_result_over_max_bytes_is_refused_and_not_recorded(
             with pytest.raises(StateTooLarge) as caught:
                 run.step("big", big)
             assert (caught.value.size, caught.value.limit) == (2002, 1000)
-            assert raw.exists(store.keys.task_steps("t1")) == 0
+            (step,) = run.steps()
+            assert (step.status, step.error and step.error[0]) == ("failed", "StateTooLarge")
+            assert raw.hlen(store.keys.task_steps("t1")) == 1
     finally:
         raw.close()
         store.close()
