@@ -88,10 +88,13 @@ class GraphSpec:
         self.ttl_ms = ttl_ms
         self.keep = keep
 
+    def own_keys(self, thread_id: str) -> tuple[str, ...]:
+        """The thread's seven keys: KEYS[1..7] of every graph script."""
+        return tuple(self.keys.graph_thread(thread_id, part) for part in PARTS)
+
     def thread_keys(self, thread_id: str) -> tuple[str, ...]:
-        """KEYS[1..8] of the graph scripts: the thread's seven, then its lock key."""
-        own = tuple(self.keys.graph_thread(thread_id, part) for part in PARTS)
-        return (*own, self.keys.lock(thread_id))
+        """KEYS[1..8] of the writing scripts: the thread's seven, then its lock key."""
+        return (*self.own_keys(thread_id), self.keys.lock(thread_id))
 
     @staticmethod
     def member(ns: str, checkpoint_id: str) -> bytes:

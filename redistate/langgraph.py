@@ -19,6 +19,7 @@ import asyncio
 import copy
 import secrets
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -252,25 +253,19 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             pending_writes=writes,
         )  # fmt: skip
 
-    def _listing(
-        self, config: RunnableConfig, before: RunnableConfig | None
-    ) -> tuple[str | None, str | None, str | None, bytes, bytes]:
-        """(checkpoint id wanted, ns, before id, upper, lower) of a list()."""
-        ns = config["configurable"].get("checkpoint_ns")
+    def _selection(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> _Selection:
+        """What a list() reads (the range, page size) and keeps (id, before, filter,
+        limit): one place for list and alist."""
+        config = config or _ALL
         before_id = get_checkpoint_id(before) if before else None
-        upper, lower = self.spec.listing(ns, before_id)
-        return get_checkpoint_id(config), ns, before_id, upper, lower
-
-    @staticmethod
-    def _keep(
-        item: CheckpointTuple, wanted: str | None, before_id: str | None, filter: dict[str, Any]
-    ) -> bool:
-        checkpoint_id = item.config["configurable"]["checkpoint_id"]
-        if wanted and checkpoint_id != wanted:
-            return False
-        if before_id and checkpoint_id >= before_id:
-            return False
-        return all(item.metadata.get(k) == v for k, v in filter.items())
+        upper, lower = self.spec.listing(config["configurable"].get("checkpoint_ns"), before_id)
+        return _Selection(get_checkpoint_id(config), before_id, filter or {}, limit, upper, lower)
 
     def _sync_graph(self) -> Graph:
         if self._sync is None:
@@ -326,18 +321,16 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         one), or of every thread when ``config`` is None (SCAN)."""
         graph = self._sync_graph()
         threads = [_thread(config)[0]] if config else list(graph.threads())
-        wanted, _, before_id, upper, lower = self._listing(config or _ALL, before)
-        left, size = limit, _page_size(limit, filter, wanted, before_id)
+        chosen = self._selection(config, filter, before, limit)
         for thread_id in threads:
-            for _, stored in graph.pages(thread_id, upper, lower, size):
-                if left is not None and left <= 0:
-                    return
-                item = self._tuple(thread_id, stored)
-                if self._keep(item, wanted, before_id, filter or {}):
-                    yield item
-                    left = None if left is None else left - 1
-                    if left == 0:
-                        return  # before the pages ask the server for more
+            if chosen.done:
+                return
+            for _, stored in graph.pages(thread_id, chosen.upper, chosen.lower, chosen.size):
+                kept = chosen.take(self._tuple(thread_id, stored))
+                if kept is not None:
+                    yield kept
+                if chosen.done:
+                    return  # before the pages ask the server for more
 
     def delete_thread(self, thread_id: str) -> None:
         """Every checkpoint, value and write of the thread: one DEL."""
@@ -435,18 +428,16 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
                 yield item
             return
         threads = [_thread(config)[0]] if config else [t async for t in graph.threads()]
-        wanted, _, before_id, upper, lower = self._listing(config or _ALL, before)
-        left, size = limit, _page_size(limit, filter, wanted, before_id)
+        chosen = self._selection(config, filter, before, limit)
         for thread_id in threads:
-            async for _, stored in graph.pages(thread_id, upper, lower, size):
-                if left is not None and left <= 0:
-                    return
-                item = self._tuple(thread_id, stored)
-                if self._keep(item, wanted, before_id, filter or {}):
-                    yield item
-                    left = None if left is None else left - 1
-                    if left == 0:
-                        return  # before the pages ask the server for more
+            if chosen.done:
+                return
+            async for _, stored in graph.pages(thread_id, chosen.upper, chosen.lower, chosen.size):
+                kept = chosen.take(self._tuple(thread_id, stored))
+                if kept is not None:
+                    yield kept
+                if chosen.done:
+                    return  # before the pages ask the server for more
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async :meth:`delete_thread`."""
@@ -505,14 +496,41 @@ def _thread(config: RunnableConfig) -> tuple[str, str]:
     return str(thread_id), configurable.get("checkpoint_ns", "") or ""
 
 
-def _page_size(
-    limit: int | None, filter: dict[str, Any] | None, wanted: str | None, before: str | None
-) -> int:
-    """Checkpoints per read: the limit itself when every one read is returned (no
-    filter to apply client-side), else pages of 100."""
-    if limit is None or filter or wanted or before:
-        return 100
-    return max(1, min(limit, 100))
+@dataclass
+class _Selection:
+    """One list() call: the range it reads, and which checkpoints it keeps."""
+
+    wanted: str | None  # config's checkpoint_id
+    before: str | None  # before's checkpoint_id (also filtered when listing every ns)
+    filter: dict[str, Any]
+    left: int | None  # the limit, counted down
+    upper: bytes
+    lower: bytes
+
+    @property
+    def size(self) -> int:
+        """Checkpoints per read: the limit itself when every one read is returned (no
+        filter to apply client-side), else pages of 100."""
+        if self.left is None or self.filter or self.wanted or self.before:
+            return 100
+        return max(1, min(self.left, 100))
+
+    @property
+    def done(self) -> bool:
+        return self.left is not None and self.left <= 0
+
+    def take(self, item: CheckpointTuple) -> CheckpointTuple | None:
+        """``item`` if the list returns it (counted against the limit), else None."""
+        checkpoint_id = item.config["configurable"]["checkpoint_id"]
+        if self.wanted and checkpoint_id != self.wanted:
+            return None
+        if self.before and checkpoint_id >= self.before:
+            return None
+        if not all(item.metadata.get(k) == v for k, v in self.filter.items()):
+            return None
+        if self.left is not None:
+            self.left -= 1
+        return item
 
 
 def _ids(values: Sequence[str], what: str) -> list[bytes]:

@@ -114,7 +114,7 @@ class StepSpec:
         )
         return head + payload
 
-    def started(self, name: str, idempotent: bool, fence: int | None, now_ms: int) -> bytes:
+    def started(self, idempotent: bool, fence: int | None, now_ms: int) -> bytes:
         return self._record(b"s", idempotent, fence, now_ms, 0, b"")
 
     def done(

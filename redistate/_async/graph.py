@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from ..errors import InvalidId
-from ..graph import MAX_PAGE, PARTS, GraphSpec, Stored
+from ..graph import MAX_PAGE, GraphSpec, Stored
 from ..scripts import script
 from ._client import AsyncConnection
 
@@ -61,7 +61,7 @@ class AsyncGraph:
         self, thread_id: str, upper: bytes, lower: bytes, count: int
     ) -> list[tuple[bytes, Stored]]:
         """Up to ``count`` checkpoints from ``upper`` down to ``lower``, newest first."""
-        keys = self.spec.thread_keys(thread_id)[: len(PARTS)]
+        keys = self.spec.own_keys(thread_id)
         reply = await self._conn.script(_READ, keys, (upper, lower, min(count, MAX_PAGE)))
         return [self.spec.stored(entry) for entry in reply]
 
@@ -81,7 +81,7 @@ class AsyncGraph:
     async def keep_latest(self, thread_id: str) -> bool:
         """Only the newest checkpoint of each namespace stays; False (nothing removed)
         for a thread that uses a DeltaChannel."""
-        keys = self.spec.thread_keys(thread_id)[: len(PARTS)]
+        keys = self.spec.own_keys(thread_id)
         return int(await self._conn.script(_REMOVE, keys, ("latest",))) >= 0
 
     async def delete_runs(self, run_ids: Sequence[bytes]) -> int:
@@ -89,25 +89,24 @@ class AsyncGraph:
         per thread: the runs are indexed inside each thread, in its slot)."""
         removed = 0
         async for thread_id in self.threads():
-            keys = self.spec.thread_keys(thread_id)[: len(PARTS)]
+            keys = self.spec.own_keys(thread_id)
             removed += int(await self._conn.script(_REMOVE, keys, ("runs", *run_ids)))
         return removed
 
     async def delete(self, thread_id: str) -> int:
         """Every key of the thread (one DEL: they share a slot)."""
-        keys = self.spec.thread_keys(thread_id)[: len(PARTS)]
+        keys = self.spec.own_keys(thread_id)
         return int(await self._conn.idempotent("DEL", *keys))
 
     async def copy(self, source: str, target: str) -> int:
         """Checkpoints of ``source`` that ``target`` lacks, added to it (two threads, two
         slots: read in one step, written in one step). Returns how many."""
-        parts = len(PARTS)
-        dump = await self._conn.script(_COPY, self.spec.thread_keys(source)[:parts], ("dump",))
+        dump = await self._conn.script(_COPY, self.spec.own_keys(source), ("dump",))
         cp, blobs, writes = (list(part) for part in dump)
         if not cp:
             return 0
         args = ("load", self.spec.ttl_ms, len(cp) // 2, len(blobs) // 2, *cp, *blobs, *writes)
-        return int(await self._conn.script(_COPY, self.spec.thread_keys(target)[:parts], args))
+        return int(await self._conn.script(_COPY, self.spec.own_keys(target), args))
 
     async def threads(self) -> AsyncIterator[str]:
         """Every thread of the namespace (SCAN on every primary)."""
