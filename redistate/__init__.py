@@ -18,13 +18,16 @@ from .errors import (
     LockLost,
     LockTimeout,
     NotReplicated,
+    PermissionDenied,
     RedistateError,
+    RedistateWarning,
     SchemaError,
     StateTooLarge,
     StepFailed,
     StepInterrupted,
     StoreFull,
     StoreUnavailable,
+    UnsafeServer,
 )
 
 if TYPE_CHECKING:
@@ -91,13 +94,16 @@ __all__ = [
     "LockLost",
     "LockTimeout",
     "NotReplicated",
+    "PermissionDenied",
     "RedistateError",
+    "RedistateWarning",
     "SchemaError",
     "StateTooLarge",
     "StepFailed",
     "StepInterrupted",
     "StoreFull",
     "StoreUnavailable",
+    "UnsafeServer",
 ]
 
 _LAZY = {

@@ -13,13 +13,16 @@ __all__ = [
     "LockLost",
     "LockTimeout",
     "NotReplicated",
+    "PermissionDenied",
     "RedistateError",
+    "RedistateWarning",
     "SchemaError",
     "StateTooLarge",
     "StepFailed",
     "StepInterrupted",
     "StoreFull",
     "StoreUnavailable",
+    "UnsafeServer",
 ]
 
 
@@ -117,3 +120,26 @@ class StoreFull(RedistateError):
 class NotReplicated(RedistateError):
     """A write made with ``durability="replicated"`` was applied on the primary but no
     replica confirmed it in time: it may still exist, and may be lost in a failover."""
+
+
+class PermissionDenied(RedistateError):
+    """The server's ACL refused a command (NOPERM), also one called inside a script.
+    Never retried: the user's permissions must change first. Nothing was written."""
+
+    def __init__(self, command: str, message: str) -> None:
+        self.command = command
+        super().__init__(message)
+
+
+class UnsafeServer(RedistateError):
+    """``server_check="strict"`` and a server whose configuration breaks a guarantee
+    (an eviction policy other than ``noeviction``, say); raised before any write."""
+
+    def __init__(self, policy: str, message: str) -> None:
+        self.policy = policy
+        super().__init__(message)
+
+
+class RedistateWarning(UserWarning):
+    """A server configuration under which a guarantee may not hold (``server_check="warn"``).
+    Also logged on ``logging.getLogger("redistate")``."""
