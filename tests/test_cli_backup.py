@@ -5,6 +5,7 @@ same functions are called directly)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -624,3 +625,283 @@ def test_framework_keys_are_named_as_left_out_not_misread(
         line.startswith("left out") and "LangGraph or Agents SDK keys" in line for line in lines
     ), lines
     assert not any("does not recognise" in line for line in lines), lines
+
+
+# -- crafted or damaged files: every line is checked against the store first ----------
+
+HOUR_US = 3600 * 10**6
+
+
+def _server_us(backend: Backend) -> int:
+    raw = backend.raw()
+    try:
+        seconds, micros = raw.time()
+        return int(seconds) * 10**6 + int(micros)
+    finally:
+        raw.close()
+
+
+def _dump(backend: Backend, namespace: str) -> dict[bytes, tuple[bytes, bool]]:
+    """Every key of ``namespace`` (leases and write memories too): DUMP, and whether it
+    expires."""
+    raw = backend.raw()
+    try:
+        keys = list(raw.scan_iter(match=f"{namespace}:*", count=1000))
+        return {k: (raw.dump(k), raw.pttl(k) != -1) for k in keys}
+    finally:
+        raw.close()
+
+
+def _versioned(value: bytes, version: int) -> bytes:
+    """A record envelope with its version field replaced."""
+    return value[:3] + b"%016d" % version + value[19:]
+
+
+def _blob(checkpoint_id: str, state: bytes) -> bytes:
+    """A checkpoint blob whose digest matches ``state`` (whatever it is)."""
+    meta = orjson.dumps({"id": checkpoint_id}, option=orjson.OPT_SORT_KEYS)
+    digest = hashlib.sha256(meta + b"\n" + state).hexdigest().encode()
+    return b"K1,%s,-\n%s\n%s" % (digest, meta, state)
+
+
+def _edit(kind: str, entity: str, change: Any) -> Any:
+    """An edit: ``change(line, now_us)`` replaces the ``kind`` line of ``entity``."""
+
+    def edit(lines: Lines, now_us: int) -> Lines:
+        def pick(line: Any) -> bool:
+            return bool(line.get("kind") == kind and line.get("id") == entity)
+
+        assert sum(map(pick, lines)) == 1, (kind, entity)
+        return [change(dict(line), now_us) if pick(line) else line for line in lines]
+
+    return edit
+
+
+def _record_version(version: Any) -> Any:
+    def change(line: dict[str, Any], now_us: int) -> dict[str, Any]:
+        wanted = version(now_us) if callable(version) else version
+        value = _versioned(base64.b64decode(line["value"]), wanted)
+        return {**line, "value": _b64(value), "version": wanted}
+
+    return _edit("record", "u1", change)
+
+
+def _record_value(payload: bytes, head: bytes = b"R1") -> Any:
+    def change(line: dict[str, Any], now_us: int) -> dict[str, Any]:
+        value = base64.b64decode(line["value"])
+        return {**line, "value": _b64(head + value[2 : value.index(b"\n") + 1] + payload)}
+
+    return _edit("record", "u1", change)
+
+
+def _fence(value: Any) -> Any:
+    return _edit("fence", "job", lambda line, now: {**line, "fence": value(now)})
+
+
+def _task(change: Any) -> Any:
+    """An edit of task t1's lists: ``change(checkpoints, ids, log, now_us)`` (bytes,
+    newest first) returns them changed; seq follows the ids."""
+
+    def edit_task(line: dict[str, Any], now_us: int) -> dict[str, Any]:
+        parts = [[base64.b64decode(x) for x in line[n]] for n in ("checkpoints", "ids", "log")]
+        blobs, ids, log = change(*parts, now_us)
+        seqs = [int(e.split(b",")[0]) for e in ids]
+        names = ("checkpoints", "ids", "log")
+        encoded = {n: [_b64(x) for x in p] for n, p in zip(names, (blobs, ids, log), strict=True)}
+        return {**line, **encoded, "seq": max(seqs, default=0)}
+
+    return _edit("task", "t1", edit_task)
+
+
+def _entry(entry: bytes, field: int, value: int) -> bytes:
+    parts = entry.split(b",")
+    parts[field] = b"%016d" % value if field == 0 else b"%d" % value
+    return b",".join(parts)
+
+
+def _first_entry(field: int, value: Any) -> Any:
+    def change(blobs: list[bytes], ids: list[bytes], log: list[bytes], now: int) -> Any:
+        return blobs, [_entry(ids[0], field, value(now)), *ids[1:]], log
+
+    return _task(change)
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :]
+
+
+def _undecodable_checkpoint(
+    blobs: list[bytes], ids: list[bytes], log: list[bytes], now: int
+) -> Any:
+    checkpoint_id = ids[0].split(b",")[3].decode()
+    return [_blob(checkpoint_id, b"\xff not JSON"), *blobs[1:]], ids, log
+
+
+def _undecodable_delta(blobs: list[bytes], ids: list[bytes], log: list[bytes], now: int) -> Any:
+    head, _, _ = log[0].partition(b"\n")
+    body = b"\xff not JSON"
+    return blobs, ids, [head + b"\n" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body]
+
+
+def _delta_time(blobs: list[bytes], ids: list[bytes], log: list[bytes], now: int) -> Any:
+    head, newline, rest = log[0].partition(b"\n")
+    late = b"%013d" % (now // 1000 + 2 * HOUR_US // 1000)
+    return blobs, ids, [head[:-13] + late + newline + rest]
+
+
+MAX = 2**53 - 1
+# case -> (edit(lines, server µs), the entity the line holds, what stderr says)
+CRAFTED: dict[str, tuple[Any, str, str]] = {
+    "record version 2**53-1": (_record_version(MAX), "user u1", f"version {MAX} is over the limit"),
+    "record version 2 h ahead": (
+        _record_version(lambda now: now + 2 * HOUR_US),
+        "user u1",
+        "is over the limit",
+    ),
+    "record payload not JSON": (
+        _record_value(b"\xff not JSON"),
+        "user u1",
+        "value does not decode with the store's codec",
+    ),
+    "record patch not JSON": (
+        _record_value(b'7:{"a":1}3:xyz', b"M1"),
+        "user u1",
+        "value does not decode with the store's codec",
+    ),
+    "record in a reserved kind": (
+        _edit("record", "u1", lambda line, now: {**line, "collection": "meta"}),
+        "",
+        "collection 'meta' is not a record kind",
+    ),
+    "fence 2**53-1": (_fence(lambda now: MAX), "fence job", f"fence {MAX} is over the limit"),
+    "fence 2 h ahead": (_fence(lambda now: now + 2 * HOUR_US), "fence job", "is over the limit"),
+    "checkpoint edited": (
+        _task(lambda b, i, log, now: ([_flip(b[0], len(b[0]) - 2), *b[1:]], i, log)),
+        "task t1",
+        "does not match its SHA-256 digest",
+    ),
+    "checkpoint state not JSON": (_task(_undecodable_checkpoint), "task t1", "does not decode"),
+    "checkpoint seq 2**53-1": (_first_entry(0, lambda now: MAX), "task t1", "seq"),
+    "checkpoint time 2 h ahead": (
+        _first_entry(1, lambda now: now // 1000 + 2 * HOUR_US // 1000),
+        "task t1",
+        "created_ms",
+    ),
+    "checkpoint fence 2**53": (_first_entry(2, lambda now: MAX + 1), "task t1", "fence"),
+    "delta edited": (
+        _task(lambda b, i, log, now: (b, i, [_flip(log[0], len(log[0]) - 2)])),
+        "task t1",
+        "log[0] is damaged",
+    ),
+    "delta not JSON": (_task(_undecodable_delta), "task t1", "log[0] is damaged"),
+    "delta time 2 h ahead": (_task(_delta_time), "task t1", "log[0] time (ms)"),
+}
+
+
+def _live_namespace(store: Store, path: Path) -> None:
+    """Live state (records, a task with a log, a fence, a held lease, write memories),
+    exported to ``path``."""
+    store.users.put("u1", {"a": 1})
+    store.users.put("u1", {"a": 2})  # a write memory
+    store.sessions.put("s1", {"b": 2})
+    for step in range(2):
+        store.checkpoints.save("t1", {"step": step})
+    store.checkpoints.log("t1", {"extra": 1})
+    store.lock("job", ttl=30, renew=False).acquire().release()
+    with open(path, "wb") as sink:
+        export_namespace(store, sink)
+    store.lock("held", ttl=600, renew=False).acquire()
+
+
+@pytest.mark.parametrize("case", sorted(CRAFTED))
+def test_a_crafted_line_is_named_and_nothing_is_imported(
+    server_backend: Backend, namespace: str, tmp_path: Path, case: str
+) -> None:
+    path = tmp_path / "backup.jsonl"
+    with Store(server_backend.sync_client(), namespace=namespace) as store:
+        _live_namespace(store, path)
+        store.users.put("u1", {"a": 3})  # the live record: newer than the file's
+    edit, label, message = CRAFTED[case]
+    bad = _rewrite(path, lambda lines: edit(lines, _server_us(server_backend)))
+    pairs = zip(path.read_bytes().splitlines(), bad.read_bytes().splitlines(), strict=True)
+    line = 1 + next(n for n, (a, b) in enumerate(pairs) if a != b)
+    before = _dump(server_backend, namespace)
+
+    for force in ([], ["--force"]):
+        done = run("--url", server_backend.url, "import", str(bad), *force)
+
+        assert done.returncode == 1 and done.stdout == "", done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+        assert done.stderr.startswith(f"redistate: {bad}:{line}: {label}"), done.stderr
+        assert message in done.stderr, done.stderr
+        assert _dump(server_backend, namespace) == before  # live records and leases too
+
+
+def test_a_limit_names_the_value_and_the_bound(
+    server_backend: Backend, namespace: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "backup.jsonl"
+    with Store(server_backend.sync_client(), namespace=namespace) as store:
+        _live_namespace(store, path)
+    before = _dump(server_backend, namespace)
+    bad = _rewrite(path, lambda lines: _fence(lambda now: MAX)(lines, 0))
+
+    done = run("--url", server_backend.url, "import", str(bad))
+
+    limit = int(done.stderr.split("over the limit ")[1].split(":")[0])
+    assert done.returncode == 1 and f"fence {MAX} is over the limit {limit}: " in done.stderr
+    assert "plus 3600 s" in done.stderr and limit < MAX  # the server's clock + 1 h
+    assert _dump(server_backend, namespace) == before
+
+
+def test_versions_and_fences_within_the_allowance_import(
+    server_backend: Backend, namespace: str, tmp_path: Path
+) -> None:
+    """A file from a server whose clock ran ahead (less than the allowance) imports; the
+    next write goes past its version, a fence of 10**14 is stored exactly."""
+    path = tmp_path / "backup.jsonl"
+    with Store(server_backend.sync_client(), namespace=namespace) as store:
+        _live_namespace(store, path)
+    delete_namespace(server_backend, namespace)
+    ahead = _server_us(server_backend) + HOUR_US // 2
+    edited = _rewrite(
+        path,
+        lambda lines: _fence(lambda now: 10**14)(_record_version(ahead)(lines, 0), 0),
+    )
+
+    code, report, _ = Cli(server_backend, namespace).import_(edited)
+
+    assert code == 0 and report["imported"] == 4, report
+    with Store(server_backend.sync_client(), namespace=namespace) as store:
+        user = store.users.get("u1")
+        assert user is not None and user.version == ahead
+        assert store.users.put("u1", {"a": 9}).version == ahead + 1
+        assert store.client.get(store.keys.fence("job")) == b"100000000000000"
+
+
+def test_an_encrypted_file_needs_the_stores_keys(
+    server_backend: Backend, namespace: str, tmp_path: Path
+) -> None:
+    from redistate.encryption import EncryptedCodec
+
+    key = os.urandom(32)
+    codec = EncryptedCodec({"k1": key}, primary="k1")
+    path = tmp_path / "backup.jsonl"
+    with Store(server_backend.sync_client(), namespace=namespace, codec=codec) as store:
+        store.users.put("u1", {"secret": 1})
+        store.checkpoints.save("t1", {"step": 1})
+        with open(path, "wb") as sink:
+            export_namespace(store, sink)
+    delete_namespace(server_backend, namespace)
+    other = base64.b64encode(os.urandom(32)).decode()
+    url = ["--url", server_backend.url, "--namespace", namespace]
+
+    for env in ({}, {"REDISTATE_KEYS": f"k1={other}"}):  # no keys, another key
+        done = run(*url, "import", str(path), env={**os.environ, **env})
+        # The record or the task line, whichever the scan put first.
+        problems = ("does not decode", "does not authenticate")
+        assert done.returncode == 1 and any(p in done.stderr for p in problems), done.stderr
+        assert _dump(server_backend, namespace) == {}
+    keys = {"REDISTATE_KEYS": f"k1={base64.b64encode(key).decode()}"}
+    done = run(*url, "import", str(path), "--json", env={**os.environ, **keys})
+    assert done.returncode == 0 and summary(done)["imported"] == 2, done.stderr

@@ -21,11 +21,11 @@ from ..keys import KeySpace
 from .backup_format import (
     FORMAT,
     KINDS,
-    NOT_RECORDS,
     VERSION,
     Progress,
     b64,
     encode_line,
+    is_record_kind,
     newest_seq,
     nothing,
     now_ms,
@@ -128,7 +128,7 @@ def _plan(keys: KeySpace, key: bytes, report: ExportReport) -> _Read | None:
         return _Read("task", "", entity, part, key, keys.task_keys(entity))
     if kind == "fence" and not part:
         return _Read("fence", "", entity, part, key, (keys.fence(entity),))
-    if kind not in NOT_RECORDS and not part:
+    if is_record_kind(kind) and not part:
         return _Read("record", kind, entity, part, key, (keys.record(kind, entity),))
     report.skip_unknown(key)
     return None

@@ -15,12 +15,18 @@ imported into another one), raw bytes in base64 beside readable fields::
 ``ttl_ms`` is the time left as of ``exported_ms`` (null: no expiry); lists are in Redis
 order (checkpoints and ids newest first, deltas oldest first). The end line says the file
 is complete.
+
+A file may be crafted or damaged: before an import writes anything, every line is checked
+against the store it goes to (:class:`Limits`): payloads decode with its codec, digests
+match, and no version, fence or time is later than the server's clock plus
+:data:`FUTURE_ALLOWANCE_US` (a value near 2**53 would leave no room for the next write).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,10 +36,11 @@ from typing import Any, Final
 import orjson
 
 from .. import RedistateError
-from ..checkpoints import _ENTRY_RE
+from ..checkpoints import _DAMAGED, _DELTA_RE, _ENTRY_RE, CheckpointSpec
+from ..codec import Codec
 from ..envelope import MAX_VERSION, unpack
-from ..keys import KeySpace, check_kind, escape_id
-from ..mergelog import frames
+from ..keys import RESERVED_KINDS, KeySpace, check_kind, escape_id
+from ..mergelog import fold, frames
 
 __all__ = [
     "FORMAT",
@@ -41,6 +48,10 @@ __all__ = [
     "MAX_TTL_MS",
     "KINDS",
     "NOT_RECORDS",
+    "BUILT_IN_RECORDS",
+    "FUTURE_ALLOWANCE_US",
+    "Limits",
+    "is_record_kind",
     "Progress",
     "nothing",
     "now_ms",
@@ -61,6 +72,14 @@ KINDS: Final = ("record", "task", "fence")  # what a file holds
 # Kinds that are not records (events: streams, not exported yet; agents and graph: the
 # framework adapters' own shapes, not exported yet).
 NOT_RECORDS: Final = frozenset({"task", "fence", "lock", "events", "agents", "graph"})
+# The store's own record collections; every other reserved kind holds no records (or
+# none yet), so a record line there is refused, and export leaves such keys out.
+BUILT_IN_RECORDS: Final = frozenset({"session", "user"})
+# How far past the importing server's clock a version, fence or time may be: an export
+# from a server whose clock ran ahead (NTP keeps it to milliseconds) imports. More is a
+# crafted or damaged line: a version far ahead outranks every live write until the
+# clock catches up, and near 2**53 no write can follow it.
+FUTURE_ALLOWANCE_US: Final = 3600 * 10**6  # 1 hour
 PROGRESS_BYTES: Final = 1 << 20  # progress is reported in steps of this many bytes
 
 Progress = Callable[[int], None]  # called with how many more keys or bytes are done
@@ -89,6 +108,12 @@ def newest_seq(entries: Sequence[bytes]) -> int:
     """Highest seq among readable id entries (as checkpoint_save reads them), 0 if none."""
     seqs = [int(m.group(1)) for e in entries if (m := _ENTRY_RE.fullmatch(e))]
     return max(seqs, default=0)
+
+
+def is_record_kind(name: str) -> bool:
+    """Whether records of collection ``name`` may exist: a user collection (any name
+    ``store.collection()`` accepts) or a built-in one (sessions, users)."""
+    return name in BUILT_IN_RECORDS or name not in RESERVED_KINDS
 
 
 # -- reading a file --------------------------------------------------------------------
@@ -153,8 +178,11 @@ def _id(obj: dict[str, Any]) -> str:
 def _record(obj: dict[str, Any]) -> Entity:
     name = _field(obj, "collection", str)
     check_kind(name)
-    if name in NOT_RECORDS:
-        raise ValueError(f"collection {name!r} is not a record kind")
+    if not is_record_kind(name):
+        raise ValueError(
+            f"collection {name!r} is not a record kind (reserved by redistate; records "
+            f"live in {sorted(BUILT_IN_RECORDS)} or in unreserved collections)"
+        )
     entity, value = _id(obj), _bytes(obj.get("value"), "value")
     envelope = unpack(f"{name} {entity}", value)  # IntegrityError if not a record
     if envelope.log:
@@ -206,6 +234,86 @@ def parse_entity(obj: dict[str, Any]) -> Entity:
     return parse(obj)
 
 
+class Limits:
+    """What a line must respect to be imported into one store, checked before anything
+    is written: its payloads decode with the store's codec (under the keys they will
+    have), checkpoint and delta digests match, no record version, fence, checkpoint seq
+    or time is later than the server's clock allows. Pure: the server time is read once
+    by the caller."""
+
+    __slots__ = ("_spec", "codec", "keys", "max_us", "now_us")
+
+    def __init__(self, keys: KeySpace, codec: Codec, now_us: int) -> None:
+        self.keys, self.codec, self.now_us = keys, codec, now_us
+        # The next version or fence after an imported one must still be exact.
+        self.max_us = min(MAX_VERSION - 1, now_us + FUTURE_ALLOWANCE_US)
+        self._spec = CheckpointSpec(keys, codec)
+
+    def _late(self, what: str, value: int, limit: int) -> ValueError:
+        clock = dt.datetime.fromtimestamp(self.now_us / 1e6, tz=dt.timezone.utc)
+        return ValueError(
+            f"{what} {value} is over the limit {limit}: the server's clock "
+            f"({clock:%Y-%m-%dT%H:%M:%SZ}) plus {FUTURE_ALLOWANCE_US // 10**6} s"
+        )
+
+    def check(self, entity: Entity) -> None:
+        """Raises ValueError naming the entity, the field, its value and the limit."""
+        try:
+            if entity.kind == "record":
+                self._record(entity)
+            elif entity.kind == "task":
+                self._task(entity)
+            elif (fence := int(entity.data[0])) > self.max_us:
+                raise self._late("fence", fence, self.max_us)
+        except ValueError as exc:
+            raise ValueError(f"{entity.label}: {exc}") from None
+
+    def _record(self, entity: Entity) -> None:
+        key = self.keys.record(entity.name, entity.id)
+        envelope = unpack(key, entity.data[0])
+        if envelope.version > self.max_us:
+            raise self._late("version", envelope.version, self.max_us)
+        context = key.encode("utf-8")
+        try:
+            if envelope.log:
+                fold(frames(key, envelope.payload), lambda b: self.codec.decode(b, context))
+            else:
+                self.codec.decode(envelope.payload, context)
+        except RedistateError as exc:
+            raise ValueError(f"value does not decode with the store's codec: {exc}") from None
+
+    def _task(self, entity: Entity) -> None:
+        blobs, entries = entity.counts
+        checkpoints, ids = entity.data[:blobs], entity.data[blobs : blobs + entries]
+        key, log_key = self.keys.task(entity.id), self.keys.task_log(entity.id)
+        max_ms = self.max_us // 1000
+        for n, (entry, blob) in enumerate(zip(ids, checkpoints, strict=True)):
+            match = _ENTRY_RE.fullmatch(entry)
+            if match is None:
+                raise ValueError(f"ids[{n}] is not a checkpoint entry: {entry[:80]!r}")
+            seq, created_ms, fence = (int(match.group(i)) for i in (1, 2, 3))
+            for field_name, value, limit in (
+                (f"ids[{n}] seq", seq, self.max_us),  # seq + 1 is written next
+                (f"ids[{n}] created_ms", created_ms, max_ms),
+                (f"ids[{n}] fence", fence, self.max_us),
+            ):
+                if value > limit:
+                    raise self._late(field_name, value, limit)
+            try:
+                self._spec._saved(entity.id, key, entry, blob)
+            except (RedistateError, ValueError) as exc:
+                raise ValueError(f"checkpoints[{n}]: {exc}") from None
+        for n, raw in enumerate(entity.data[blobs + entries :]):
+            head = _DELTA_RE.match(raw)
+            if head is not None and int(head.group(3)) > max_ms:
+                raise self._late(f"log[{n}] time (ms)", int(head.group(3)), max_ms)
+            if head is None or self._spec._delta(raw, log_key)[2] is _DAMAGED:
+                raise ValueError(
+                    f"log[{n}] is damaged (header, digest, or the store's codec cannot "
+                    f"decode it): {raw[:80]!r}"
+                )
+
+
 @dataclass
 class Header:
     namespace: str
@@ -241,9 +349,12 @@ def _lines(path: Path, progress: Progress) -> Iterator[tuple[int, dict[str, Any]
     progress(unreported)
 
 
-def read_file(path: Path, progress: Progress) -> Iterator[Header | Entity]:
+def read_file(
+    path: Path, progress: Progress, limits: Callable[[Header], Limits] | None = None
+) -> Iterator[Header | Entity]:
     """The header, then each entity; BadFile (naming the line) for anything wrong,
-    including a missing end line."""
+    including a missing end line. ``limits``: given the header, what every entity must
+    also respect (:class:`Limits`)."""
     lines = _lines(path, progress)
     first = next(lines, None)
     if first is None:
@@ -253,6 +364,7 @@ def read_file(path: Path, progress: Progress) -> Iterator[Header | Entity]:
     except (ValueError, RedistateError) as exc:
         raise BadFile(f"{path}:1: {exc}") from None
     yield header
+    check = None if limits is None else limits(header)
     count, ended = 0, 0
     for number, obj in lines:
         kind = obj.get("kind")
@@ -268,6 +380,8 @@ def read_file(path: Path, progress: Progress) -> Iterator[Header | Entity]:
                 ended = number
                 continue
             entity = parse_entity(obj)
+            if check is not None:
+                check.check(entity)
         except (ValueError, TypeError, RedistateError) as exc:
             raise BadFile(f"{path}:{number}: {exc}") from None
         count += 1

@@ -1,8 +1,11 @@
 """Import: an export file into a namespace (the format: backup_format).
 
-The whole file is checked first, then read again line by line: each entity is written
-by its own script (lua/import_*.lua), the scripts pipelined per server in batches, so
-client memory is bounded by a batch, not by the size of the file.
+The whole file is checked first, against the store it goes to (backup_format.Limits:
+the server's clock, read once, and the store's codec), then read again line by line:
+each entity is written by its own script (lua/import_*.lua), the scripts pipelined per
+server in batches, so client memory is bounded by a batch, not by the size of the file.
+The second pass checks each line again before sending it, so a file changed between the
+passes never writes a line that fails the checks.
 """
 
 from __future__ import annotations
@@ -19,7 +22,17 @@ from .._translate import translate
 from ..keys import KeySpace
 from ..scripts import Script, script
 from .backup_export import EXAMPLES, Batch, per_server
-from .backup_format import KINDS, BadFile, Entity, Header, Progress, nothing, now_ms, read_file
+from .backup_format import (
+    KINDS,
+    BadFile,
+    Entity,
+    Header,
+    Limits,
+    Progress,
+    nothing,
+    now_ms,
+    read_file,
+)
 
 __all__ = ["ImportReport", "import_call", "import_file"]
 
@@ -127,11 +140,18 @@ def import_file(
     progress: Progress = nothing,
 ) -> ImportReport:
     """Import an export file into ``namespace`` (default: the file's), through
-    ``store``'s connection. The whole file is checked first: a bad line raises BadFile
-    and nothing is written. ``progress(n)``: n more bytes read (the file is read twice).
+    ``store``'s connection. The whole file is checked first (its format, and each line
+    against the store: backup_format.Limits): a bad line raises BadFile naming it, and
+    nothing is written. ``progress(n)``: n more bytes read (the file is read twice).
     """
+    seconds, micros = store._conn.idempotent("TIME")  # once: one bound for every line
+    now_us = int(seconds) * 10**6 + int(micros)
+
+    def limits(header: Header) -> Limits:
+        return Limits(KeySpace(namespace or header.namespace), store.codec, now_us)
+
     header: Header | None = None
-    for item in read_file(path, progress):
+    for item in read_file(path, progress, limits):
         if isinstance(item, Header):
             header = item
     if header is None:  # read_file raises first; this is for the type checker
@@ -140,7 +160,7 @@ def import_file(
     report = ImportReport(keys.namespace)
     pending: list[_Call] = []
     batch, pending_bytes, loaded = Batch(), 0, set[int]()
-    for entity in read_file(path, progress):
+    for entity in read_file(path, progress, limits):
         if isinstance(entity, Header):
             continue
         ttl_ms = _time_left(entity, header.exported_ms, now_ms())
