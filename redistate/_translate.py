@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any, Final
 
 from redis import exceptions as rex
 
 from .errors import IntegrityError, LockLost, RedistateError, StoreFull, StoreUnavailable
-from .retry import CREDENTIAL_ERRORS, is_transient
+from .retry import CREDENTIAL_ERRORS, _chain, is_transient, refused, tls_failure
 
-__all__ = ["ERRORS", "describe", "translate", "unavailable"]
+__all__ = ["ERRORS", "describe", "first_contact", "translate", "unavailable"]
 
 # What the I/O shells catch around every redis-py call (then pass to translate()).
 ERRORS: Final = (rex.RedisError, OSError)
@@ -43,6 +44,52 @@ def unavailable(exc: BaseException, address: str, tries: int, seconds: float) ->
     )
 
 
+def _tls(exc: BaseException, address: str) -> RedistateError | None:
+    """The error for a TLS failure no retry cures, naming what to pass; else None."""
+    cause = tls_failure(exc)
+    if cause is None:
+        return None
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return RedistateError(
+            f"TLS to redis at {address} failed: the server's certificate did not verify "
+            f"({getattr(cause, 'verify_message', None) or cause}). Pass the CA that signed it "
+            f"(from_url(..., ssl_ca_certs='ca.pem'); the CLI: --tls-ca-file), and connect "
+            f"with a host name the certificate names; not retried"
+        )
+    return RedistateError(
+        f"TLS to redis at {address} failed: the server refused the client certificate "
+        f"({getattr(cause, 'reason', None) or cause}). Pass one it trusts (ssl_certfile= "
+        f"and ssl_keyfile=; the CLI: --tls-cert and --tls-key); not retried"
+    )
+
+
+def first_contact(exc: BaseException, address: str) -> RedistateError | None:
+    """The error for a failure of a store's first contact that no retry cures: a
+    refused connection (nothing listens there: a wrong host or port), a cluster none of
+    whose startup nodes answers, or a TLS failure. None: retry it as usual."""
+    found = _tls(exc, address)
+    if found is not None:
+        return found
+    handshake = next((c for c in _chain(exc) if isinstance(c, ssl.SSLError)), None)
+    if handshake is not None:
+        # Before the server ever answered: not a dropped connection but a TLS setup
+        # that does not work (a client certificate the server wants, a plain port).
+        return RedistateError(
+            f"TLS to redis at {address} failed on the store's first contact: {handshake}. "
+            f"If the server wants a client certificate, pass ssl_certfile= and "
+            f"ssl_keyfile= (the CLI: --tls-cert, --tls-key); if the port does not speak "
+            f"TLS, use redis://; not retried"
+        )
+    if refused(exc) or isinstance(exc, rex.RedisClusterException):
+        # StoreUnavailable: no server answers. Raised at once: on first contact this is
+        # a wrong address far more often than a server that is about to come up.
+        return StoreUnavailable(
+            f"redis at {address} is unavailable: {exc} (nothing accepted a connection on "
+            f"the store's first contact: check the host and port; not retried)"
+        )
+    return None
+
+
 def translate(exc: BaseException, address: str) -> RedistateError:
     """The redistate error for a redis-py (or socket) error; raise it ``from exc``.
 
@@ -52,6 +99,9 @@ def translate(exc: BaseException, address: str) -> RedistateError:
     """
     if isinstance(exc, CREDENTIAL_ERRORS):
         return RedistateError(f"redis at {address} refused the credentials: {exc}")
+    tls = _tls(exc, address)
+    if tls is not None:
+        return tls
     if is_transient(exc):
         return StoreUnavailable(f"redis at {address} is unavailable: {exc}")
     if isinstance(exc, rex.OutOfMemoryError):

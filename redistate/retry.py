@@ -9,16 +9,28 @@ remembers for :attr:`RetryPolicy.memory_ms` (see RELIABILITY.md).
 from __future__ import annotations
 
 import math
+import ssl
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
 from redis import exceptions as rex
 
-__all__ = ["CREDENTIAL_ERRORS", "NO_RETRY", "RetryPolicy", "check_timeout", "is_transient"]
+__all__ = [
+    "CREDENTIAL_ERRORS",
+    "NO_RETRY",
+    "RetryPolicy",
+    "check_timeout",
+    "is_transient",
+    "refused",
+    "tls_failure",
+]
 
 # Errors a retry may cure: the server is away, restarting, loading, busy with a long
-# script, failing over, or resharding. Refused credentials are ConnectionError
-# subclasses too, and never transient.
+# script, failing over, or resharding. Refused credentials and certificates are
+# ConnectionError (or OSError) subclasses too, and never transient; a refused connection
+# on first contact is not retried either (AsyncConnection decides: it needs the store's
+# history).
 _TRANSIENT: Final = (
     rex.ConnectionError,
     rex.TimeoutError,
@@ -43,9 +55,41 @@ CREDENTIAL_ERRORS: Final[tuple[type[Exception], ...]] = tuple(
 _TRANSIENT_REPLIES: Final = ("BUSY ", "NOREPLICAS ", "MASTERDOWN ", "LOADING ")
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from or during: redis-py wraps socket and TLS
+    errors in ConnectionError (implicitly chained), a cluster client those again."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def tls_failure(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error behind ``exc`` that no retry cures, or None: the server's
+    certificate failed verification (unknown CA, host name mismatch, expired), or the
+    server refused the client's certificate (or its absence)."""
+    for cause in _chain(exc):
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return cause
+        # The server's alert: TLSV13_ALERT_CERTIFICATE_REQUIRED, SSLV3_ALERT_BAD_CERTIFICATE…
+        # (asyncio's TLS transport keeps it only in the message, not in .reason).
+        if isinstance(cause, ssl.SSLError) and "CERTIFICATE" in str(cause).upper():
+            return cause
+    return None
+
+
+def refused(exc: BaseException) -> bool:
+    """True when ``exc`` comes from a connection the server's host refused (nothing
+    listens on the port). Transient once the store has reached its server (a restart);
+    on first contact a wrong host or port, reported at once."""
+    return any(isinstance(cause, ConnectionRefusedError) for cause in _chain(exc))
+
+
 def is_transient(exc: BaseException) -> bool:
     """True for a failure a later try may not meet (as opposed to a refusal)."""
-    if isinstance(exc, CREDENTIAL_ERRORS):
+    if isinstance(exc, CREDENTIAL_ERRORS) or tls_failure(exc) is not None:
         return False
     if isinstance(exc, _TRANSIENT):
         return True

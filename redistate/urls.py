@@ -94,6 +94,13 @@ def _parse(url: str) -> Target:
         raise ValueError(f"url {url!r} has an unknown scheme; use one of {known}")
     kind, tls = _SCHEMES[scheme.lower()]
     if kind == "standalone":
+        path = rest.partition("?")[0].partition("#")[0].partition("/")[2]
+        if scheme.lower() != "unix" and path and not (path.isdigit() and path.isascii()):
+            # redis-py would silently take a path it cannot read as database 0.
+            raise ValueError(
+                f"url {url!r}: path {'/' + path!r} is not a database number "
+                f"(e.g. {scheme}://host:port/0)"
+            )
         return Target(kind, url, tls=tls)
     location, _, query = rest.partition("?")
     if query:

@@ -22,7 +22,7 @@ from tenacity import (
 )
 
 from .._io import async_initialize, async_lock
-from .._translate import ERRORS, describe, translate, unavailable
+from .._translate import ERRORS, describe, first_contact, translate, unavailable
 from ..durability import DEFAULT as DEFAULT_DURABILITY
 from ..durability import Durability, check_durability, check_replica_timeout
 from ..errors import NotReplicated
@@ -114,7 +114,8 @@ class AsyncConnection:
         self.memory_ms = self.policy.memory_ms(self.timeout)
         self.resends = 0  # tries after a transient failure, for tests and metrics
         self.recovered = 0  # calls that succeeded only on a later try
-        self._unready = isinstance(client, RedisCluster)
+        # Until the first contact succeeds (see _ready) every call goes there first.
+        self._unready = not type(client).__module__.startswith("fakeredis")
         self._lock = async_lock()
         self._nodes: dict[str, Redis] = {}
         self.durability = durability
@@ -143,8 +144,26 @@ class AsyncConnection:
         return replicas
 
     async def _ready(self) -> None:
-        await async_initialize(self.client, self._lock)
+        """The store's first contact: a cluster learns its topology, one server is sent a
+        PING. A failure no retry cures is raised at once (a refused connection: nothing
+        listens at the address; a TLS certificate failure; no startup node answers);
+        others are retried as usual. After it, a refused connection is transient (a
+        restarting server), and calls pay one attribute test."""
+        try:
+            if isinstance(self.client, RedisCluster):
+                await async_initialize(self.client, self._lock)
+            else:
+                await self._ping()
+        except (*ERRORS, rex.RedisClusterException) as exc:
+            raise first_contact(exc, self.address) or translate(exc, self.address) from exc
         self._unready = False
+
+    async def _ping(self) -> None:
+        started = time.monotonic()
+        try:
+            await self.client.ping()
+        except ERRORS as exc:
+            await self._recover(exc, self.client.ping, started)
 
     async def _recover(
         self,
@@ -158,6 +177,10 @@ class AsyncConnection:
         policy's deadline, or ``budget``, after the first was sent: that bounds how
         late a resend can come, which the write memory must cover."""
         policy = self.policy
+        if self._unready:  # first contact: a wrong address or CA is not retried
+            fatal = first_contact(first, self.address)
+            if fatal is not None:
+                raise fatal from first
         if not (policy.retries and is_transient(first)):
             raise translate(first, self.address) from first
         deadline = policy.deadline if budget is None else min(policy.deadline, budget)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from redis import exceptions as rex
 from redis import Redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 from redis.backoff import NoBackoff
 
+from .._translate import first_contact, translate
 from ..urls import parse_url
 
 __all__ = ["client_for"]
@@ -36,7 +38,11 @@ def client_for(
         node: Any = ClusterNode  # untyped in redis-py's sync flavour
         nodes = [node(host, port) for host, port in target.hosts]
         merged = {**credentials, **timeouts, "ssl": target.tls, **options}
-        return RedisCluster(startup_nodes=nodes, **merged), []
+        try:  # a sync RedisCluster connects here, when it is built
+            return RedisCluster(startup_nodes=nodes, **merged), []
+        except rex.RedisClusterException as exc:
+            address = "cluster " + ",".join(f"{host}:{port}" for host, port in target.hosts)
+            raise first_contact(exc, address) or translate(exc, address) from exc
     sentinel_options = {**timeouts, **options.pop("sentinel_kwargs", {})}
     sentinels: Any = Sentinel  # untyped in redis-py
     sentinel = sentinels(list(target.hosts), sentinel_kwargs=sentinel_options, **timeouts)

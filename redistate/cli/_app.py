@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import typer
 
@@ -30,8 +31,11 @@ app = typer.Typer(
 class Context:
     """The server and namespace of this run; the embedded server starts on first use."""
 
-    def __init__(self, url: str | None, namespace: str | None) -> None:
+    def __init__(
+        self, url: str | None, namespace: str | None, tls: dict[str, str] | None = None
+    ) -> None:
         self._url = url
+        self.tls: dict[str, Any] = dict(tls or {})  # redis-py's ssl_* options (rediss URLs)
         self.namespace_given = namespace is not None
         self.namespace = DEFAULT_NAMESPACE if namespace is None else namespace
         self._store: Store | None = None
@@ -47,7 +51,9 @@ class Context:
     def store(self) -> Store:
         if self._store is None:
             codec = codec_from_env()  # before the server starts: bad keys change nothing
-            self._store = Store.from_url(self.url, namespace=self.namespace, timeout=5, codec=codec)
+            self._store = Store.from_url(
+                self.url, namespace=self.namespace, timeout=5, codec=codec, **self.tls
+            )
             self._stack.callback(self._store.close)
         return self._store
 
@@ -77,6 +83,33 @@ def options(
     namespace: str | None = typer.Option(
         None, help=f"the namespace to work on (default: {DEFAULT_NAMESPACE}; demo: demo)"
     ),
+    tls_ca_file: str | None = typer.Option(
+        None,
+        envvar="REDISTATE_TLS_CA_FILE",
+        metavar="FILE",
+        help="rediss URLs: the CA certificate(s) that signed the server's (PEM)",
+    ),
+    tls_cert: str | None = typer.Option(
+        None,
+        envvar="REDISTATE_TLS_CERT",
+        metavar="FILE",
+        help="rediss URLs: this client's certificate (PEM), for tls-auth-clients",
+    ),
+    tls_key: str | None = typer.Option(
+        None,
+        envvar="REDISTATE_TLS_KEY",
+        metavar="FILE",
+        help="rediss URLs: the private key of --tls-cert (PEM)",
+    ),
 ) -> None:
     global _current
-    ctx.obj = _current = Context(url, namespace)
+    given = {"ssl_ca_certs": tls_ca_file, "ssl_certfile": tls_cert, "ssl_keyfile": tls_key}
+    tls = {k: v for k, v in given.items() if v is not None}
+    if tls and (url is None or not url.lower().startswith("rediss")):
+        raise typer.BadParameter(
+            "--tls-ca-file, --tls-cert and --tls-key need a rediss:// URL "
+            "(rediss+cluster://, rediss+sentinel://)"
+        )
+    if (tls_cert is None) != (tls_key is None):
+        raise typer.BadParameter("--tls-cert and --tls-key go together")
+    ctx.obj = _current = Context(url, namespace, tls)

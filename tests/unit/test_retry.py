@@ -112,3 +112,34 @@ def test_a_store_refuses_what_is_not_a_policy() -> None:
 
     with pytest.raises(TypeError, match="retry must be a RetryPolicy or None, got 3"):
         Store.embedded(retry=3)
+
+
+def _chained(cause: BaseException) -> rex.ConnectionError:
+    try:
+        raise cause
+    except OSError:
+        try:
+            raise rex.ConnectionError("Error 1 connecting to h:1.")  # implicit chaining
+        except rex.ConnectionError as wrapped:
+            return wrapped
+    raise AssertionError("unreachable")
+
+
+def test_a_certificate_failure_is_not_retried_and_says_what_to_pass() -> None:
+    import ssl
+
+    verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    verify.verify_message = "self-signed certificate in certificate chain"
+    alert = ssl.SSLError(1, "[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] tlsv13 alert")
+    for cause, hint in ((verify, "ssl_ca_certs"), (alert, "ssl_certfile")):
+        exc = _chained(cause)
+        assert not is_transient(exc)
+        error = translate(exc, "h:1/0")
+        assert type(error).__name__ == "RedistateError" and hint in str(error)
+        assert "h:1/0" in str(error) and "not retried" in str(error)
+
+
+def test_a_refused_connection_stays_transient_for_the_policy() -> None:
+    # A restart: AsyncConnection alone decides that a first contact is not retried.
+    exc = _chained(ConnectionRefusedError(111, "Connection refused"))
+    assert is_transient(exc) and isinstance(translate(exc, "h:1/0"), StoreUnavailable)

@@ -75,6 +75,10 @@ def test_urls_name_their_target(url: str, target: Target) -> None:
         ("redis+sentinel://h:1", "needs a service name"),
         ("redis+sentinel://h:1/svc/x", "unexpected path 'x'"),
         ("redis+cluster://h:1?ssl_cert_reqs=none", "options in a redis\\+cluster:// URL"),
+        # redis-py would take a path it cannot read as database 0.
+        ("redis://h:1/x", "path '/x' is not a database number"),
+        ("rediss://h:1/0/1", "path '/0/1' is not a database number"),
+        ("redis://h:1/-1", "path '/-1' is not a database number"),
     ],
 )
 def test_bad_urls_say_what_is_wrong(url: str, message: str) -> None:
