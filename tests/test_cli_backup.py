@@ -511,6 +511,8 @@ def test_keys_redistate_did_not_write_are_reported_and_left_out(
         raw.set(f"{namespace}:stray", b"x")
         with Store(server_backend.sync_client(), namespace=namespace) as store:
             store.users.put("u1", {"a": 1})
+            # A record in a reserved kind that holds none: no record line (import refuses it).
+            raw.set(f"{namespace}:meta:{{m}}", raw.get(store.keys.record("user", "u1")) or b"")
         path = tmp_path / "backup.jsonl"
         done = run(
             "--url", server_backend.url, "--namespace", namespace, "export", "--out", str(path)
@@ -518,8 +520,8 @@ def test_keys_redistate_did_not_write_are_reported_and_left_out(
         assert done.returncode == 0, done.stderr
         lines = done.stdout.splitlines()
         assert lines[0].startswith("exported 1 entity (1 record, 0 tasks, 0 fences)")
-        assert lines[1].startswith("left out 3 keys redistate does not recognise: ")
-        for key in ("notes:{plain}", "notes:{list}", "stray"):
+        assert lines[1].startswith("left out 4 keys redistate does not recognise: ")
+        for key in ("notes:{plain}", "notes:{list}", "stray", "meta:{m}"):
             assert f"{namespace}:{key}" in lines[1]
         assert len(path.read_bytes().splitlines()) == 3  # header, u1, end
 
@@ -534,6 +536,19 @@ def test_keys_redistate_did_not_write_are_reported_and_left_out(
         raw.delete(f"{other}:user:{{u1}}")
     finally:
         raw.close()
+
+
+def test_in_process_a_crafted_version_raises_and_writes_nothing(tmp_path: Path) -> None:
+    with Store.embedded(namespace="app") as store:
+        store.users.put("u1", {"a": 1})
+        path = tmp_path / "backup.jsonl"
+        with open(path, "wb") as sink:
+            export_namespace(store, sink)
+        bad = _rewrite(path, lambda lines: _record_version(MAX)(lines, 0))
+        before = store.client.get(store.keys.record("user", "u1"))
+        with pytest.raises(BadFile, match=f"^{bad}:2: user u1: version {MAX} is over the limit"):
+            import_file(store, bad, force=True)
+        assert store.client.get(store.keys.record("user", "u1")) == before
 
 
 def test_in_process_a_bad_file_raises_and_writes_nothing(tmp_path: Path) -> None:
@@ -781,7 +796,11 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
         "does not match its SHA-256 digest",
     ),
     "checkpoint state not JSON": (_task(_undecodable_checkpoint), "task t1", "does not decode"),
-    "checkpoint seq 2**53-1": (_first_entry(0, lambda now: MAX), "task t1", "seq"),
+    "checkpoint seq 2**53-1": (
+        _first_entry(0, lambda now: MAX),
+        "task t1",
+        f"ids[0] seq {MAX} is over the limit {MAX - 1}",
+    ),
     "checkpoint time 2 h ahead": (
         _first_entry(1, lambda now: now // 1000 + 2 * HOUR_US // 1000),
         "task t1",

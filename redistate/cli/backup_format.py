@@ -75,6 +75,7 @@ NOT_RECORDS: Final = frozenset({"task", "fence", "lock", "events", "agents", "gr
 # The store's own record collections; every other reserved kind holds no records (or
 # none yet), so a record line there is refused, and export leaves such keys out.
 BUILT_IN_RECORDS: Final = frozenset({"session", "user"})
+MAX_SEQ: Final = MAX_VERSION - 1  # a checkpoint seq an import accepts
 # How far past the importing server's clock a version, fence or time may be: an export
 # from a server whose clock ran ahead (NTP keeps it to milliseconds) imports. More is a
 # crafted or damaged line: a version far ahead outranks every live write until the
@@ -292,8 +293,12 @@ class Limits:
             if match is None:
                 raise ValueError(f"ids[{n}] is not a checkpoint entry: {entry[:80]!r}")
             seq, created_ms, fence = (int(match.group(i)) for i in (1, 2, 3))
+            if seq > MAX_SEQ:
+                raise ValueError(
+                    f"ids[{n}] seq {seq} is over the limit {MAX_SEQ} (the next save's "
+                    f"seq, one more, must stay exact in the scripts: at most 2**53-1)"
+                )
             for field_name, value, limit in (
-                (f"ids[{n}] seq", seq, self.max_us),  # seq + 1 is written next
                 (f"ids[{n}] created_ms", created_ms, max_ms),
                 (f"ids[{n}] fence", fence, self.max_us),
             ):
