@@ -551,6 +551,26 @@ def test_in_process_a_crafted_version_raises_and_writes_nothing(tmp_path: Path) 
         assert store.client.get(store.keys.record("user", "u1")) == before
 
 
+def test_a_file_changed_between_the_two_passes_writes_no_bad_line(tmp_path: Path) -> None:
+    with Store.embedded(namespace="app") as store:
+        store.users.put("u1", {"a": 1})
+        path = tmp_path / "backup.jsonl"
+        with open(path, "wb") as sink:
+            export_namespace(store, sink)
+        crafted = _rewrite(path, lambda lines: _record_version(MAX)(lines, 0)).read_bytes()
+        before = store.client.get(store.keys.record("user", "u1"))
+        passes: list[int] = []
+
+        def swap_after_the_first_pass(_: int) -> None:  # called as each pass ends
+            passes.append(1)
+            if len(passes) == 1:
+                path.write_bytes(crafted)
+
+        with pytest.raises(BadFile, match=f"^{path}:2: user u1: version {MAX} is over"):
+            import_file(store, path, force=True, progress=swap_after_the_first_pass)
+        assert store.client.get(store.keys.record("user", "u1")) == before
+
+
 def test_in_process_a_bad_file_raises_and_writes_nothing(tmp_path: Path) -> None:
     with Store.embedded(namespace="app") as store:
         store.users.put("u1", {"a": 1})
