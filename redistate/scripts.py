@@ -87,6 +87,10 @@ def wrote(name: str, reply: Any) -> bool:
         return int(reply) != 0
     if name == "step_record":
         return int(reply[0]) != 0
+    if name == "lock_acquire":
+        return int(reply[0]) == 1
+    if name == "lock_extend":
+        return int(reply) == 1
     return True
 
 

@@ -21,11 +21,11 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from .._io import async_initialize, async_lock
+from .._io import async_confirm, async_initialize, async_lock, async_lost
 from .._translate import ERRORS, describe, first_contact, translate, unavailable
 from ..durability import DEFAULT as DEFAULT_DURABILITY
 from ..durability import Durability, check_durability, check_replica_timeout
-from ..errors import NotReplicated
+from ..errors import LockLost, NotReplicated
 from ..retry import RetryPolicy, is_transient
 from ..scripts import Script, script, wrote
 
@@ -214,15 +214,21 @@ class AsyncConnection:
         args: Sequence[Any],
         budget: float | None = None,
         replicas: int = 0,
+        lease: Any = None,
     ) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
         load it and send it again: two extra round trips, once per server. ``budget``
         (seconds) shortens the retry deadline for this call. With ``replicas``, WAIT for
         that many replicas (at most the store's replica_timeout) in the same round trip.
+        ``lease``: the lease guarding the write. Nothing is sent past its local
+        deadline, and a LockLost reply marks it lost at once.
 
         Raises:
             NotReplicated: fewer replicas confirmed the write in time.
+            LockLost: ``lease`` is lost, past its deadline, or the script refused it.
         """
+        if lease is not None:
+            await async_confirm(lease)
         if self._unready:
             await self._ready()
         call = (
@@ -234,7 +240,12 @@ class AsyncConnection:
         try:
             return await call()
         except ERRORS as exc:
-            return await self._recover(exc, call, started, budget)
+            try:
+                return await self._recover(exc, call, started, budget)
+            except LockLost:
+                if lease is not None:  # the first to learn it: guarded writes stop now
+                    await async_lost(lease)
+                raise
 
     async def _evalsha_wait(
         self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, wait_ms: int

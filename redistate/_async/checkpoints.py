@@ -70,7 +70,7 @@ class AsyncCheckpoints:
         args = (name, record, guard, self.spec.ttl_ms)
         step_keys = (keys[5], keys[0], keys[3], keys[2])
         replicas = self._conn.replicas(None)
-        reply = await self._conn.script(_STEP, step_keys, args, replicas=replicas)
+        reply = await self._conn.script(_STEP, step_keys, args, replicas=replicas, lease=lease)
         return None if int(reply[0]) else bytes(reply[1])
 
     async def save(
@@ -121,7 +121,7 @@ class AsyncCheckpoints:
         replicas = self._conn.replicas(durability)
         if user is not None:
             await register(self._conn, self.spec.keys, user, entry(TASK, task_id))
-        reply = await self._conn.script(_SAVE, keys, args, replicas=replicas)
+        reply = await self._conn.script(_SAVE, keys, args, replicas=replicas, lease=lease)
         if reply[0] == 1:
             return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)
         if reply[0] == 2:  # resent, and no longer in the history
@@ -163,7 +163,7 @@ class AsyncCheckpoints:
             self._conn.memory_ms,
         )
         replicas = self._conn.replicas(durability)
-        reply = await self._conn.script(_LOG, keys, args, replicas=replicas)
+        reply = await self._conn.script(_LOG, keys, args, replicas=replicas, lease=lease)
         return int(reply[1])
 
     async def latest(self, task_id: str) -> Checkpoint | None:
@@ -268,4 +268,5 @@ class AsyncCheckpoints:
         keys, guard = self.spec.guarded_keys(task_id, lease)
         args = (guard, new_checkpoint_id(), self._conn.memory_ms)
         replicas = self._conn.replicas(durability)
-        return int(await self._conn.script(_DELETE, keys, args, replicas=replicas)) > 0
+        reply = await self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
+        return int(reply) > 0

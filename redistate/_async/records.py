@@ -77,7 +77,8 @@ class AsyncCollection:
         if not touch:
             return self.spec.record(id, key, await self._conn.get(key))
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        reply = await self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 1, guard))
+        args = (self.spec.touch_ttl(ttl), 1, guard)
+        reply = await self._conn.script(_TOUCH, keys, args, lease=lease)
         return self.spec.touched(id, key, reply)
 
     async def get_many(self, ids: Iterable[str]) -> dict[str, Record | None]:
@@ -159,7 +160,7 @@ class AsyncCollection:
             lease=guard,
             memory_ms=self._conn.memory_ms,
         )
-        reply = await self._conn.script(_PUT, keys, args, replicas=replicas)
+        reply = await self._conn.script(_PUT, keys, args, replicas=replicas, lease=lease)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
     async def update(
@@ -241,7 +242,7 @@ class AsyncCollection:
             lease=guard,
             memory_ms=self._conn.memory_ms,
         )
-        reply = await self._conn.script(_MERGE, keys, args, replicas=replicas)
+        reply = await self._conn.script(_MERGE, keys, args, replicas=replicas, lease=lease)
         merged = self.spec.merged(id, key, reply)
         if merged is None:
             normalized = self.spec.codec.decode(payload, key.encode("utf-8"))
@@ -298,7 +299,8 @@ class AsyncCollection:
         False if there is no such record."""
         key = self.spec.key(id)
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        reply = await self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 0, guard))
+        args = (self.spec.touch_ttl(ttl), 0, guard)
+        reply = await self._conn.script(_TOUCH, keys, args, lease=lease)
         return reply is not None
 
     async def delete(
@@ -320,7 +322,7 @@ class AsyncCollection:
         keys, guard = self.spec.guarded_keys(id, key, lease)
         args = ("" if expected is None else expected, guard, new_write_id(), self._conn.memory_ms)
         replicas = self._conn.replicas(durability)
-        reply = await self._conn.script(_DELETE, keys, args, replicas=replicas)
+        reply = await self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
         return self.spec.deleted(key, expected, reply)
 
     async def ttl(self, id: str) -> float | None:

@@ -71,7 +71,7 @@ class Checkpoints:
         args = (name, record, guard, self.spec.ttl_ms)
         step_keys = (keys[5], keys[0], keys[3], keys[2])
         replicas = self._conn.replicas(None)
-        reply = self._conn.script(_STEP, step_keys, args, replicas=replicas)
+        reply = self._conn.script(_STEP, step_keys, args, replicas=replicas, lease=lease)
         return None if int(reply[0]) else bytes(reply[1])
 
     def save(
@@ -122,7 +122,7 @@ class Checkpoints:
         replicas = self._conn.replicas(durability)
         if user is not None:
             register(self._conn, self.spec.keys, user, entry(TASK, task_id))
-        reply = self._conn.script(_SAVE, keys, args, replicas=replicas)
+        reply = self._conn.script(_SAVE, keys, args, replicas=replicas, lease=lease)
         if reply[0] == 1:
             return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)
         if reply[0] == 2:  # resent, and no longer in the history
@@ -164,7 +164,7 @@ class Checkpoints:
             self._conn.memory_ms,
         )
         replicas = self._conn.replicas(durability)
-        reply = self._conn.script(_LOG, keys, args, replicas=replicas)
+        reply = self._conn.script(_LOG, keys, args, replicas=replicas, lease=lease)
         return int(reply[1])
 
     def latest(self, task_id: str) -> Checkpoint | None:
@@ -269,4 +269,5 @@ class Checkpoints:
         keys, guard = self.spec.guarded_keys(task_id, lease)
         args = (guard, new_checkpoint_id(), self._conn.memory_ms)
         replicas = self._conn.replicas(durability)
-        return int(self._conn.script(_DELETE, keys, args, replicas=replicas)) > 0
+        reply = self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
+        return int(reply) > 0

@@ -83,7 +83,7 @@ class Events:
             args, digest = self.spec.append_args(
                 head, type, at_ms, data, guard, write_id, self._conn.memory_ms
             )
-            reply = self._conn.script(_APPEND, keys, args)
+            reply = self._conn.script(_APPEND, keys, args, lease=lease)
             status = int(reply[0])
             if status != 0:
                 seq = head[1] + 1

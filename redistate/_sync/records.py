@@ -78,7 +78,8 @@ class Collection:
         if not touch:
             return self.spec.record(id, key, self._conn.get(key))
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        reply = self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 1, guard))
+        args = (self.spec.touch_ttl(ttl), 1, guard)
+        reply = self._conn.script(_TOUCH, keys, args, lease=lease)
         return self.spec.touched(id, key, reply)
 
     def get_many(self, ids: Iterable[str]) -> dict[str, Record | None]:
@@ -160,7 +161,7 @@ class Collection:
             lease=guard,
             memory_ms=self._conn.memory_ms,
         )
-        reply = self._conn.script(_PUT, keys, args, replicas=replicas)
+        reply = self._conn.script(_PUT, keys, args, replicas=replicas, lease=lease)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
     def update(
@@ -242,7 +243,7 @@ class Collection:
             lease=guard,
             memory_ms=self._conn.memory_ms,
         )
-        reply = self._conn.script(_MERGE, keys, args, replicas=replicas)
+        reply = self._conn.script(_MERGE, keys, args, replicas=replicas, lease=lease)
         merged = self.spec.merged(id, key, reply)
         if merged is None:
             normalized = self.spec.codec.decode(payload, key.encode("utf-8"))
@@ -299,7 +300,8 @@ class Collection:
         False if there is no such record."""
         key = self.spec.key(id)
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        reply = self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 0, guard))
+        args = (self.spec.touch_ttl(ttl), 0, guard)
+        reply = self._conn.script(_TOUCH, keys, args, lease=lease)
         return reply is not None
 
     def delete(
@@ -321,7 +323,7 @@ class Collection:
         keys, guard = self.spec.guarded_keys(id, key, lease)
         args = ("" if expected is None else expected, guard, new_write_id(), self._conn.memory_ms)
         replicas = self._conn.replicas(durability)
-        reply = self._conn.script(_DELETE, keys, args, replicas=replicas)
+        reply = self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
         return self.spec.deleted(key, expected, reply)
 
     def ttl(self, id: str) -> float | None:
