@@ -904,7 +904,8 @@ def test_versions_and_fences_within_the_allowance_import(
     server_backend: Backend, namespace: str, tmp_path: Path
 ) -> None:
     """A file from a server whose clock ran ahead (less than the allowance) imports; the
-    next write goes past its version, a fence of 10**14 is stored exactly."""
+    next write goes past its version; a fence of 10**14 is stored exactly and leases on
+    its name go on (the issue's crafted file broke every later lease)."""
     path = tmp_path / "backup.jsonl"
     with Store(server_backend.sync_client(), namespace=namespace) as store:
         _live_namespace(store, path)
@@ -923,6 +924,13 @@ def test_versions_and_fences_within_the_allowance_import(
         assert user is not None and user.version == ahead
         assert store.users.put("u1", {"a": 9}).version == ahead + 1
         assert store.client.get(store.keys.fence("job")) == b"100000000000000"
+        # Every later lease on that name still works, its fence above the imported one.
+        fences: list[int] = []
+        for _ in range(2):
+            lease = store.lock("job", ttl=30, renew=False).acquire()
+            fences.append(lease.fence or 0)
+            lease.release()
+        assert 10**14 < fences[0] < fences[1], fences
 
 
 def test_an_encrypted_file_needs_the_stores_keys(
