@@ -46,7 +46,7 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "graph_copy": ("_envelope", "_graph"),
     "import_record": ("_envelope",),
     "import_task": ("_envelope",),
-    "import_fence": (),
+    "import_fence": ("_envelope",),
     "agents_add": ("_envelope",),
     "agents_pop": ("_envelope",),
     "agents_clear": ("_envelope",),

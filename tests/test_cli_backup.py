@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 import pytest
 
-from redistate import Store
+from redistate import RedistateError, Store
 from redistate.cli.backup_export import export_namespace
-from redistate.cli.backup_format import BadFile
-from redistate.cli.backup_import import import_file
+from redistate.cli.backup_format import BadFile, Entity
+from redistate.cli.backup_import import import_call, import_file
 from redistate.keys import KeySpace
 from tests.cli import run
 from tests.conftest import Backend
@@ -106,8 +106,8 @@ def snapshot(backend: Backend, namespace: str) -> Snapshot:
             kind_of = raw.type(key).decode()
             value = raw.get(key) if kind_of == "string" else raw.lrange(key, 0, -1)
             relative = key.decode()[len(namespace) :]
-            # A fence key lives as long as its lease; an imported one has no expiry
-            # (it only has to be no lower than the exported fence).
+            # A fence key lives as long as its lease; an imported one until an hour after
+            # the server's clock passed it (it only has to be no lower than the export's).
             pttl = -1 if kind == "fence" else int(raw.pttl(key))
             found[relative] = (kind_of, value, -1 if pttl == -1 else time.time_ns() // 10**6 + pttl)
     finally:
@@ -959,3 +959,31 @@ def test_an_encrypted_file_needs_the_stores_keys(
     keys = {"REDISTATE_KEYS": f"k1={base64.b64encode(key).decode()}"}
     done = run(*url, "import", str(path), "--json", env={**os.environ, **keys})
     assert done.returncode == 0 and summary(done)["imported"] == 2, done.stderr
+
+
+def test_an_imported_fence_expires_after_the_clock_passed_it(
+    server_backend: Backend, namespace: str, tmp_path: Path
+) -> None:
+    """Fences are max(last + 1, server µs): an imported fence key is needed only until
+    the clock passes it, and kept the allowance after that, never for good. The script
+    refuses a fence too far ahead by itself too (a caller that skips the file check)."""
+    path = tmp_path / "backup.jsonl"
+    with Store(server_backend.sync_client(), namespace=namespace) as store:
+        _live_namespace(store, path)
+    delete_namespace(server_backend, namespace)
+    ahead = _server_us(server_backend) + HOUR_US // 2
+    code, report, _ = Cli(server_backend, namespace).import_(
+        _rewrite(path, lambda lines: _fence(lambda now: ahead)(lines, 0))
+    )
+    assert code == 0 and report["fences"] == 1
+    with Store(server_backend.sync_client(), namespace=namespace) as store:
+        key = store.keys.fence("job")
+        assert store.client.get(key) == b"%d" % ahead
+        # Half an hour until the clock passes it, then the allowance (1 h): 1.5 h at most.
+        assert 3600 * 1000 < store.client.pttl(key) <= 5400 * 1000
+        entity = Entity("fence", "", "job", None, (b"%d" % (ahead + HOUR_US),))
+        with pytest.raises(
+            RedistateError, match=r"RSARG fence \d+ is more than 3600000 ms past the server clock"
+        ):
+            store._conn.script(*import_call(store.keys, entity, 0, False))
+        assert store.client.get(key) == b"%d" % ahead

@@ -117,8 +117,10 @@ def import_command(
     a record whose stored version is newer, or a task whose newest checkpoint is newer
     (or equal, with more deltas), is left as it is and reported (exit code 1) unless
     --force. Fence counters are set to the higher of stored and exported, never lowered
-    (not even with --force). TTLs continue from the export: what expired since is not
-    imported. The whole file is checked first: a bad line imports nothing. Importing a
+    (not even with --force), and expire an hour after the server's clock passed them.
+    TTLs continue from the export: what expired since is not imported. The whole file is
+    checked first against the store (codec, digests, versions and fences at most an hour
+    past the server's clock, record kinds): a bad line imports nothing. Importing a
     file again is harmless (equal versions are rewritten with the same bytes). Held
     leases, wake-up lists and write memories are not in an export. A codec that binds
     values to their key (encryption with the key as context) reads them only in the

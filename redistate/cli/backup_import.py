@@ -23,6 +23,7 @@ from ..keys import KeySpace
 from ..scripts import Script, script
 from .backup_export import EXAMPLES, Batch, per_server
 from .backup_format import (
+    FUTURE_ALLOWANCE_US,
     KINDS,
     BadFile,
     Entity,
@@ -78,7 +79,8 @@ def import_call(
         args = (ttl_ms, flag, blobs, entries, *entity.data)
         task = (*keys.task_keys(entity.id), keys.task_steps(entity.id))
         return script("import_task"), task, args
-    return script("import_fence"), (keys.fence(entity.id),), entity.data
+    allowance_ms = FUTURE_ALLOWANCE_US // 1000
+    return script("import_fence"), (keys.fence(entity.id),), (*entity.data, allowance_ms)
 
 
 def _time_left(entity: Entity, exported_ms: int, now: int) -> int | None:
