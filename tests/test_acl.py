@@ -14,10 +14,14 @@ from typing import Any
 
 import pytest
 import redis
+from langgraph.checkpoint.base import empty_checkpoint
 
 from redistate import LockTimeout, PermissionDenied, Store
 from redistate.agents import RedistateSession
+from redistate.cli.rotate import rotate
+from redistate.encryption import EncryptedCodec
 from redistate.keys import KeySpace
+from redistate.langgraph import RedisStateSaver
 from redistate.scripts import _ARGS, acl_commands, lua_commands, names
 from tests.cli import run
 from tests.conftest import Backend
@@ -228,6 +232,41 @@ def _agents(admin: Store, denied: Store) -> RedistateSession:
     return RedistateSession("chat", store=denied, ttl=60)
 
 
+def _thread(name: str) -> Any:
+    return {"configurable": {"thread_id": name, "checkpoint_ns": ""}}
+
+
+def _saved(admin: Store, denied: Store) -> tuple[RedisStateSaver, Any]:
+    """A LangGraph thread with one checkpoint (by the admin); the denied user's saver."""
+    saved = RedisStateSaver(admin).put(_thread("g"), empty_checkpoint(), {"step": -1}, {})
+    return RedisStateSaver(denied), saved
+
+
+def _put_checkpoint(store: Store, context: Any) -> None:
+    saver, saved = context
+    checkpoint = {**empty_checkpoint(), "channel_values": {"steps": ["a"]}}
+    saver.put(saved, checkpoint, {"step": 0}, {"steps": saver.get_next_version(None, None)})
+
+
+K1, K2 = os.urandom(32), os.urandom(32)
+
+
+def _encrypted(admin: Store, denied: Store) -> Store:
+    """A task encrypted with k1 (by the admin); the denied user's store with k2 primary."""
+    old = Store(
+        admin.client, namespace=admin.keys.namespace, codec=EncryptedCodec({"k1": K1}, "k1")
+    )
+    old.checkpoints.save("t", {"n": 1})
+    old.checkpoints.log("t", {"d": 1})
+    codec = EncryptedCodec({"k1": K1, "k2": K2}, "k2")
+    return Store(denied.client, namespace=denied.keys.namespace, codec=codec)
+
+
+def _recode(store: Store, _: Any) -> int:
+    """Rewrite the events with every payload re-encoded (as rotate-keys does)."""
+    return store.events.rewrite("e", lambda schema, data: (schema, data + b" "))
+
+
 OPERATIONS: dict[str, tuple[Setup, Operation]] = {
     "put (create)": (_none, lambda s, _: s.sessions.put("s", {"n": 1}, ttl=60)),
     "put (replace, CAS)": (
@@ -260,6 +299,18 @@ OPERATIONS: dict[str, tuple[Setup, Operation]] = {
     "events.append (create)": (_none, lambda s, _: s.events.append("e", "x", {"i": 0})),
     "events.append": (_events, lambda s, _: s.events.append("e", "x", {"i": 9})),
     "events.trim": (_events, lambda s, _: s.events.trim("e", keep=1)),
+    "events.rewrite": (_events, _recode),
+    "rotate-keys (a task)": (_encrypted, lambda s, rotating: rotate(rotating)),
+    "langgraph put (create)": (
+        _none,
+        lambda s, _: RedisStateSaver(s).put(_thread("g"), empty_checkpoint(), {"step": -1}, {}),
+    ),
+    "langgraph put": (_saved, _put_checkpoint),
+    "langgraph put_writes": (_saved, lambda s, c: c[0].put_writes(c[1], [("steps", ["b"])], "t1")),
+    "langgraph get_tuple": (_saved, lambda s, c: c[0].get_tuple(_thread("g"))),
+    "langgraph list": (_saved, lambda s, c: list(c[0].list(_thread("g")))),
+    "langgraph copy_thread": (_saved, lambda s, c: c[0].copy_thread("g", "g2")),
+    "langgraph delete_thread": (_saved, lambda s, c: c[0].delete_thread("g")),
     "agents add_items": (
         _agents,
         lambda s, a: asyncio.run(a.add_items([{"role": "user", "content": "b"}])),
