@@ -16,7 +16,7 @@ import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
-from redistate import LockTimeout, PermissionDenied, Store
+from redistate import AsyncStore, LockTimeout, PermissionDenied, Store
 from redistate.agents import RedistateSession
 from redistate.cli.rotate import rotate
 from redistate.encryption import EncryptedCodec
@@ -479,3 +479,27 @@ def test_the_printed_acl_is_enough_on_a_cluster_and_behind_sentinel(
                 admin.delete(key)
             admin.acl_deluser(name)
             admin.close()
+
+
+def test_a_denial_is_named_by_the_async_store_and_by_the_cli(
+    server_backend: Backend, namespace: str, user: str
+) -> None:
+    admin = server_backend.raw()
+    _create(admin, f"{_acl_line(namespace, user)} -setrange -scan", user)
+    url = _url(server_backend, user)
+
+    async def put() -> PermissionDenied:
+        async with AsyncStore.from_url(url, namespace=namespace) as store:
+            with pytest.raises(PermissionDenied) as info:
+                await store.sessions.put("s", {"n": 1})
+            assert store._conn.resends == 0
+            return info.value
+
+    denied = asyncio.run(put())
+    assert denied.command == "setrange" and "record_put checked before any write" in str(denied)
+    assert admin.keys(f"{namespace}:*") == []
+    done = run("--url", url, "--namespace", namespace, "ls", "sessions")
+    assert done.returncode == 1 and done.stdout == ""
+    assert "refused 'scan' to this user (ACL)" in done.stderr, done.stderr
+    assert "credentials" not in done.stderr
+    admin.close()
