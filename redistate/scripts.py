@@ -159,6 +159,9 @@ def _acl_prelude(name: str) -> str:
     user may not run one the script may call (on its first key), so that no denial
     comes after a first write. redis.acl_check_cmd is Redis 7.0+ and Valkey; without
     it (fakeredis, Redis 6) the check is skipped."""
+    missing = sorted(lua_commands(name) - _ARGS.keys())
+    if missing:
+        raise KeyError(f"{name} calls {missing}: add their arity - 1 to scripts._ARGS")
     checks = [
         f"  {'if' if i == 0 else 'elseif'} not redis.acl_check_cmd('{c}'"
         + ", k" * _ARGS[c]
