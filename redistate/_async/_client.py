@@ -152,14 +152,16 @@ class AsyncConnection:
         call: Callable[[], Any],
         started: float,
         budget: float | None = None,
+        command: str = "",
     ) -> Any:
         """Try ``call`` again after its first try (sent at ``started``, monotonic) failed
         with ``first``; translate what finally fails. No try starts later than the
         policy's deadline, or ``budget``, after the first was sent: that bounds how
-        late a resend can come, which the write memory must cover."""
+        late a resend can come, which the write memory must cover. ``command`` names
+        the call in an ACL denial whose message names none (a denied key)."""
         policy = self.policy
         if not (policy.retries and is_transient(first)):
-            raise translate(first, self.address) from first
+            raise translate(first, self.address, command) from first
         deadline = policy.deadline if budget is None else min(policy.deadline, budget)
         remaining = deadline - (time.monotonic() - started)
         if remaining <= 0:
@@ -182,7 +184,7 @@ class AsyncConnection:
         except ERRORS as exc:
             if is_transient(exc):
                 raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
-            raise translate(exc, self.address) from exc
+            raise translate(exc, self.address, command) from exc
 
     async def script(
         self,
@@ -218,7 +220,7 @@ class AsyncConnection:
             return await call()
         except ERRORS as exc:
             try:
-                return await self._recover(exc, call, started, budget)
+                return await self._recover(exc, call, started, budget, "evalsha")
             except LockLost:
                 if lease is not None:  # the first to learn it: guarded writes stop now
                     await async_lost(lease)
@@ -303,7 +305,7 @@ class AsyncConnection:
             # decode_responses is refused in __init__, so replies are bytes.
             return cast("bytes | None", await self.client.get(key))
         except ERRORS as exc:
-            reply = await self._recover(exc, lambda: self.client.get(key), started)
+            reply = await self._recover(exc, lambda: self.client.get(key), started, None, "get")
             return cast("bytes | None", reply)
 
     async def gets(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -319,7 +321,7 @@ class AsyncConnection:
             return await self._gets(keys)
         except ERRORS as exc:
             retry = functools.partial(self._gets, keys)
-            return cast("list[bytes | None]", await self._recover(exc, retry, started))
+            return cast("list[bytes | None]", await self._recover(exc, retry, started, None, "get"))
 
     async def _gets(self, keys: Sequence[str]) -> list[bytes | None]:
         async with self.client.pipeline(transaction=False) as pipe:
@@ -348,7 +350,7 @@ class AsyncConnection:
         try:
             return await call()
         except ERRORS as exc:
-            return await self._recover(exc, call, started)
+            return await self._recover(exc, call, started, None, str(args[0]).lower())
 
     async def pttl(self, key: str) -> int:
         if self._unready:
@@ -357,7 +359,9 @@ class AsyncConnection:
         try:
             return int(await self.client.pttl(key))
         except ERRORS as exc:
-            return int(await self._recover(exc, lambda: self.client.pttl(key), started))
+            return int(
+                await self._recover(exc, lambda: self.client.pttl(key), started, None, "pttl")
+            )
 
     async def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
         """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
@@ -370,7 +374,7 @@ class AsyncConnection:
             return await self.client.blpop([key], timeout=seconds)
         except ERRORS as exc:
             retry = functools.partial(self.client.blpop, [key], timeout=seconds)
-            return await self._recover(exc, retry, started, budget)
+            return await self._recover(exc, retry, started, budget, "blpop")
 
     async def lranges(self, *ranges: tuple[str, int, int]) -> list[list[bytes]]:
         """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
@@ -389,7 +393,9 @@ class AsyncConnection:
             return cast("list[list[bytes]]", await self.script(_READ_LISTS, keys, args))
         except ERRORS as exc:
             retry = functools.partial(self._lranges, ranges)
-            return cast("list[list[bytes]]", await self._recover(exc, retry, started))
+            return cast(
+                "list[list[bytes]]", await self._recover(exc, retry, started, None, "lrange")
+            )
 
     @property
     def one_server(self) -> bool:
@@ -416,7 +422,7 @@ class AsyncConnection:
                 except ERRORS as exc:
                     # The same cursor again: SCAN is a read, resending it is harmless.
                     retry = functools.partial(self._scan, cursor, pattern, count, node)
-                    cursor, batch = await self._recover(exc, retry, started)
+                    cursor, batch = await self._recover(exc, retry, started, None, "scan")
                 for key in batch:
                     yield cast(bytes, key)
                 if not cursor:

@@ -153,14 +153,16 @@ class Connection:
         call: Callable[[], Any],
         started: float,
         budget: float | None = None,
+        command: str = "",
     ) -> Any:
         """Try ``call`` again after its first try (sent at ``started``, monotonic) failed
         with ``first``; translate what finally fails. No try starts later than the
         policy's deadline, or ``budget``, after the first was sent: that bounds how
-        late a resend can come, which the write memory must cover."""
+        late a resend can come, which the write memory must cover. ``command`` names
+        the call in an ACL denial whose message names none (a denied key)."""
         policy = self.policy
         if not (policy.retries and is_transient(first)):
-            raise translate(first, self.address) from first
+            raise translate(first, self.address, command) from first
         deadline = policy.deadline if budget is None else min(policy.deadline, budget)
         remaining = deadline - (time.monotonic() - started)
         if remaining <= 0:
@@ -183,7 +185,7 @@ class Connection:
         except ERRORS as exc:
             if is_transient(exc):
                 raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
-            raise translate(exc, self.address) from exc
+            raise translate(exc, self.address, command) from exc
 
     def script(
         self,
@@ -219,7 +221,7 @@ class Connection:
             return call()
         except ERRORS as exc:
             try:
-                return self._recover(exc, call, started, budget)
+                return self._recover(exc, call, started, budget, "evalsha")
             except LockLost:
                 if lease is not None:  # the first to learn it: guarded writes stop now
                     sync_lost(lease)
@@ -304,7 +306,7 @@ class Connection:
             # decode_responses is refused in __init__, so replies are bytes.
             return cast("bytes | None", self.client.get(key))
         except ERRORS as exc:
-            reply = self._recover(exc, lambda: self.client.get(key), started)
+            reply = self._recover(exc, lambda: self.client.get(key), started, None, "get")
             return cast("bytes | None", reply)
 
     def gets(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -320,7 +322,7 @@ class Connection:
             return self._gets(keys)
         except ERRORS as exc:
             retry = functools.partial(self._gets, keys)
-            return cast("list[bytes | None]", self._recover(exc, retry, started))
+            return cast("list[bytes | None]", self._recover(exc, retry, started, None, "get"))
 
     def _gets(self, keys: Sequence[str]) -> list[bytes | None]:
         with self.client.pipeline(transaction=False) as pipe:
@@ -349,7 +351,7 @@ class Connection:
         try:
             return call()
         except ERRORS as exc:
-            return self._recover(exc, call, started)
+            return self._recover(exc, call, started, None, str(args[0]).lower())
 
     def pttl(self, key: str) -> int:
         if self._unready:
@@ -358,7 +360,9 @@ class Connection:
         try:
             return int(self.client.pttl(key))
         except ERRORS as exc:
-            return int(self._recover(exc, lambda: self.client.pttl(key), started))
+            return int(
+                self._recover(exc, lambda: self.client.pttl(key), started, None, "pttl")
+            )
 
     def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
         """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
@@ -371,7 +375,7 @@ class Connection:
             return self.client.blpop([key], timeout=seconds)
         except ERRORS as exc:
             retry = functools.partial(self.client.blpop, [key], timeout=seconds)
-            return self._recover(exc, retry, started, budget)
+            return self._recover(exc, retry, started, budget, "blpop")
 
     def lranges(self, *ranges: tuple[str, int, int]) -> list[list[bytes]]:
         """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
@@ -390,7 +394,9 @@ class Connection:
             return cast("list[list[bytes]]", self.script(_READ_LISTS, keys, args))
         except ERRORS as exc:
             retry = functools.partial(self._lranges, ranges)
-            return cast("list[list[bytes]]", self._recover(exc, retry, started))
+            return cast(
+                "list[list[bytes]]", self._recover(exc, retry, started, None, "lrange")
+            )
 
     @property
     def one_server(self) -> bool:
@@ -417,7 +423,7 @@ class Connection:
                 except ERRORS as exc:
                     # The same cursor again: SCAN is a read, resending it is harmless.
                     retry = functools.partial(self._scan, cursor, pattern, count, node)
-                    cursor, batch = self._recover(exc, retry, started)
+                    cursor, batch = self._recover(exc, retry, started, None, "scan")
                 for key in batch:
                     yield cast(bytes, key)
                 if not cursor:

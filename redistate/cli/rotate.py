@@ -126,7 +126,7 @@ def _rotate_list(
     store: Store, key: str, part: str, current: Callable[[bytes], bool], report: RotateReport
 ) -> None:
     spec = store.checkpoints.spec
-    items: list[Any] = store._conn.client.lrange(key, 0, -1)
+    items: list[Any] = store._conn.idempotent("LRANGE", key, 0, -1)  # retried, translated
     pairs: list[bytes] = []
     for item in items:
         if part == "":
