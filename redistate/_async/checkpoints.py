@@ -151,7 +151,7 @@ class AsyncCheckpoints:
         """
         keys, guard = self.spec.guarded_keys(task_id, lease)
         did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
-        blob = self.spec.delta_blob(keys[2], delta)
+        blob = self.spec.delta_blob(keys[2], did, delta)
         follow = isinstance(ttl, Default)  # keep the task's current expiry
         args = (
             did,
