@@ -11,9 +11,10 @@ uncompressed state JSON, and is checked on every read.
 
 With signing keys (redistate.signing) the digest is a seal ``<key id>:<HMAC hex>`` over
 the task's key, the checkpoint's id, the meta JSON and the state, and a delta's digest
-line a seal over the log's key, the delta's id, its schema and its body: a state moved
-into another checkpoint, or to another task, no longer authenticates. Not covered: the
-id entries (seq, time, fence, parent) and a delta's snapshot id, which the server writes.
+line a seal over the log's key, the delta's id, the checkpoint it follows (the log
+script appends it only after that one), its schema and its body: a state moved into
+another checkpoint, or a delta to another task or checkpoint, no longer authenticates.
+Not covered: the id entries (seq, time, fence, parent), which the server writes.
 """
 
 from __future__ import annotations
@@ -266,20 +267,22 @@ class CheckpointSpec:
             digest=digest,
         )
 
-    def delta_blob(self, key: str, delta_id: str, delta: Any) -> bytes:
+    def delta_blob(self, key: str, delta_id: str, delta: Any, snapshot: str = "") -> bytes:
         """Encode a delta, a merge patch object: ``<sha256 hex>[,<schema>]`` newline
         ``<codec bytes>``; the schema (written past 1, inside the digest) is the one the
         patch was made against, so a restore brings the state there before applying it.
 
         A patch that is not an object would replace the whole state (RFC 7386), almost
-        always a mistake in a delta log, so it is refused.
+        always a mistake in a delta log, so it is refused. With signing keys the seal
+        names ``snapshot``, the checkpoint the delta follows (checkpoint_log appends it
+        only after that one).
         """
         if not isinstance(delta, dict):
             raise TypeError(f"a delta must be a dict (a merge patch), got {type(delta).__name__}")
         body = self.codec.encode(to_json_value(delta), key.encode("utf-8"))
         if len(body) > self.max_bytes:
             raise StateTooLarge(len(body), self.max_bytes, key)
-        return self._delta_line(key, delta_id, self.schema, body) + body
+        return self._delta_line(key, delta_id, snapshot, self.schema, body) + body
 
     def save_args(
         self,
@@ -468,19 +471,30 @@ class CheckpointSpec:
         self._check(where, head.group(1), key, cid, meta, state_bytes)
         return meta, state_bytes, where, cid
 
-    def _delta_line(self, log_key: str, delta_id: str, schema: int, body: bytes) -> bytes:
+    def log_args(self, sealed_for: str | None) -> tuple[str, ...]:
+        """checkpoint_log's optional ARGV[8]: the snapshot a sealed delta names."""
+        return () if self.signing is None or sealed_for is None else (f"={sealed_for}",)
+
+    def _delta_line(
+        self, log_key: str, delta_id: str, snapshot: str, schema: int, body: bytes
+    ) -> bytes:
         """A delta's digest line: unkeyed, :func:`_delta_line`; with signing keys a seal
-        over the log's key, the delta's id, the schema and the body (``,<schema>`` after
-        it past schema 1)."""
+        over the log's key, the delta's id, the checkpoint it follows, the schema and
+        the body (``,<schema>`` after it past schema 1)."""
         if self.signing is None:
             return _delta_line(schema, body)
-        seal = self.signing.seal(
-            b"delta", log_key.encode("utf-8"), delta_id.encode(), b"%d" % schema, body
-        )
+        parts = (log_key.encode("utf-8"), delta_id.encode(), snapshot.encode(), b"%d" % schema)
+        seal = self.signing.seal(b"delta", *parts, body)
         return seal + (b"\n" if schema == 1 else b",%d\n" % schema)
 
     def _delta_body(
-        self, log_key: str, delta_id: str, rest: bytes, *, unverifiable: bool = False
+        self,
+        log_key: str,
+        delta_id: str,
+        snapshot: str,
+        rest: bytes,
+        *,
+        unverifiable: bool = False,
     ) -> tuple[int, bytes] | None:
         """(schema, body) of a delta after its header line, or None if its digest or
         seal fails."""
@@ -500,6 +514,7 @@ class CheckpointSpec:
             b"delta",
             log_key.encode("utf-8"),
             delta_id.encode(),
+            snapshot.encode(),
             b"%d" % schema,
             body,
             unverifiable=unverifiable,
@@ -516,7 +531,10 @@ class CheckpointSpec:
         """Like :meth:`recoded_blob`, for one stored delta of the log at ``log_key``."""
         head = _DELTA_RE.match(raw)
         delta_id = "" if head is None else head.group(1).decode()
-        found = None if head is None else self._delta_body(log_key, delta_id, raw[head.end() :])
+        snapshot = "" if head is None else head.group(2).decode()
+        found = None
+        if head is not None:
+            found = self._delta_body(log_key, delta_id, snapshot, raw[head.end() :])
         if head is None or found is None:
             raise IntegrityError(f"a delta of {log_key!r} is damaged: {raw[:80]!r}")
         schema, body = found
@@ -527,7 +545,7 @@ class CheckpointSpec:
         elif not self._resealed(raw[head.end() :]):
             return None
         prefix = raw[: raw.index(b",", 3) + 1]  # "D1,<id>,"
-        line = self._delta_line(log_key, delta_id, schema, fresh)
+        line = self._delta_line(log_key, delta_id, snapshot, schema, fresh)
         return prefix, raw[: head.end()] + line + fresh
 
     def history(self, task_id: str, key: str, reply: Any) -> list[Checkpoint]:
@@ -618,7 +636,8 @@ class CheckpointSpec:
         if head is None:
             return None, "", _DAMAGED, 1
         delta_id, snapshot = head.group(1).decode(), head.group(2).decode()
-        found = self._delta_body(log_key, delta_id, raw[head.end() :], unverifiable=strict)
+        rest = raw[head.end() :]
+        found = self._delta_body(log_key, delta_id, snapshot, rest, unverifiable=strict)
         if found is None:
             return delta_id, snapshot, _DAMAGED, 1
         schema, body = found

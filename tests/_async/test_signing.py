@@ -265,6 +265,49 @@ async def test_a_delta_moved_to_another_task(
     assert not check.ok and check.first_bad == "d1"
 
 
+@SIGNED
+async def test_a_delta_relabelled_to_follow_an_older_checkpoint(
+    stores: Callable[..., AsyncStore], backend: Backend, signed: bool
+) -> None:
+    """The newest checkpoint removed (both lists) and its deltas relabelled to follow
+    the one before: a patch of another state applied to an older one."""
+    store = stores(signed, encrypted=False)
+    cps = store.checkpoints
+    old = await cps.save("t1", {"n": 1})
+    await cps.save("t1", {"n": 10, "safe": True})
+    await cps.log("t1", {"n": 11}, delta_id="d1")
+    blobs_key, ids_key, log_key = store.keys.task_keys("t1")
+
+    def relabel(raw: Any) -> None:
+        raw.lpop(blobs_key)
+        raw.lpop(ids_key)
+        head, rest = raw.lindex(log_key, 0).split(b"\n", 1)
+        parts = head.split(b",")
+        parts[2] = old.id.encode()
+        raw.lset(log_key, 0, b",".join(parts) + b"\n" + rest)
+
+    raw_call(backend, relabel)
+    restored = await cps.restore("t1")
+    assert restored is not None and restored.checkpoint is not None
+    if not signed:
+        assert restored.complete and restored.state == {"n": 11}
+        return
+    assert not restored.complete and restored.skipped == ("d1",) and restored.state == {"n": 1}
+
+
+async def test_a_delta_is_sealed_for_a_checkpoint_another_store_saved(
+    stores: Callable[..., AsyncStore], backend: Backend
+) -> None:
+    a, b = stores(True), stores(True)
+    await a.checkpoints.save("t1", {"n": 1})
+    await a.checkpoints.log("t1", {"a": 1})
+    await b.checkpoints.save("t1", {"n": 2})  # a has not seen it: told, and resends
+    await a.checkpoints.log("t1", {"a": 2})
+    restored = await b.checkpoints.restore("t1")
+    assert restored is not None and restored.complete and restored.state == {"n": 2, "a": 2}
+    assert (await a.checkpoints.verify("t1")).ok
+
+
 # -- records -------------------------------------------------------------------------------
 
 

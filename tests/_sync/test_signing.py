@@ -266,6 +266,49 @@ def test_a_delta_moved_to_another_task(
     assert not check.ok and check.first_bad == "d1"
 
 
+@SIGNED
+def test_a_delta_relabelled_to_follow_an_older_checkpoint(
+    stores: Callable[..., Store], backend: Backend, signed: bool
+) -> None:
+    """The newest checkpoint removed (both lists) and its deltas relabelled to follow
+    the one before: a patch of another state applied to an older one."""
+    store = stores(signed, encrypted=False)
+    cps = store.checkpoints
+    old = cps.save("t1", {"n": 1})
+    cps.save("t1", {"n": 10, "safe": True})
+    cps.log("t1", {"n": 11}, delta_id="d1")
+    blobs_key, ids_key, log_key = store.keys.task_keys("t1")
+
+    def relabel(raw: Any) -> None:
+        raw.lpop(blobs_key)
+        raw.lpop(ids_key)
+        head, rest = raw.lindex(log_key, 0).split(b"\n", 1)
+        parts = head.split(b",")
+        parts[2] = old.id.encode()
+        raw.lset(log_key, 0, b",".join(parts) + b"\n" + rest)
+
+    raw_call(backend, relabel)
+    restored = cps.restore("t1")
+    assert restored is not None and restored.checkpoint is not None
+    if not signed:
+        assert restored.complete and restored.state == {"n": 11}
+        return
+    assert not restored.complete and restored.skipped == ("d1",) and restored.state == {"n": 1}
+
+
+def test_a_delta_is_sealed_for_a_checkpoint_another_store_saved(
+    stores: Callable[..., Store], backend: Backend
+) -> None:
+    a, b = stores(True), stores(True)
+    a.checkpoints.save("t1", {"n": 1})
+    a.checkpoints.log("t1", {"a": 1})
+    b.checkpoints.save("t1", {"n": 2})  # a has not seen it: told, and resends
+    a.checkpoints.log("t1", {"a": 2})
+    restored = b.checkpoints.restore("t1")
+    assert restored is not None and restored.complete and restored.state == {"n": 2, "a": 2}
+    assert (a.checkpoints.verify("t1")).ok
+
+
 # -- records -------------------------------------------------------------------------------
 
 
