@@ -39,6 +39,8 @@ def _seed(store: Store) -> None:
     for n in range(3):
         store.events.append("e1", "updated", {"n": n})
     store.events.trim("e1", keep=2)
+    with store.task("t2") as run:
+        run.step("pay", lambda: {"paid": 1})
 
 
 def _check(store: Store) -> None:
@@ -48,6 +50,7 @@ def _check(store: Store) -> None:
     assert restored is not None and restored.complete and restored.state == {"c": 1, "d": 1}
     assert store.events.verify("e1").ok and store.checkpoints.verify("t1").ok
     assert [e.payload for e in store.events.read("e1")] == [{"n": 1}, {"n": 2}]
+    assert store.checkpoints.steps("t2")[0].result == {"paid": 1}
 
 
 def test_rotate_keys_seals_unsigned_data_then_moves_it_to_the_primary(
@@ -67,10 +70,12 @@ def test_rotate_keys_seals_unsigned_data_then_moves_it_to_the_primary(
     report = json.loads(done.stdout)
     assert report["records"] == 2 and report["checkpoints"] == 1 and report["deltas"] == 1
     assert report["events"] == 3  # two events and the trim anchor
+    assert report["steps"] == 1
     _check(signed)
     again = run(*args, env=_env(f"s1={_b64(S1)}"))
     row = json.loads(again.stdout)
     assert row["records"] == row["checkpoints"] == row["deltas"] == row["events"] == 0
+    assert row["steps"] == 0
     # Rotation: s2 becomes the primary; everything moves off s1, then s1 can go.
     moved = run(*args, env=_env(f"s2={_b64(S2)},s1={_b64(S1)}"))
     assert moved.returncode == 0, moved.stderr

@@ -120,7 +120,7 @@ class AsyncTaskRun:
         if self.lease.lost.is_set():  # the renewal saw a newer owner: never call fn
             raise LockLost(f"lease {self.task_id!r} (fence {fence}) was lost: step {name!r}")
         if not idempotent:  # the marker that makes a crash inside fn visible on resume
-            marker = spec.started(idempotent, fence, started)
+            marker = spec.started(key, name, idempotent, fence, started)
             await self._record(name, marker)
         try:
             result = fn(*args, **kwargs)

@@ -48,7 +48,7 @@ class Checkpoints:
     def __init__(self, conn: Connection, spec: CheckpointSpec) -> None:
         self._conn = conn
         self.spec = spec
-        self.step_spec = StepSpec(spec.codec, max_bytes=spec.max_bytes)
+        self.step_spec = StepSpec(spec.codec, max_bytes=spec.max_bytes, signing=spec.signing)
         # With signing keys, the newest checkpoint of each task this store last saw: a
         # delta is sealed for the checkpoint it follows, in one round trip when known.
         self._snapshots: dict[str, str] = {}

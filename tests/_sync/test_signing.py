@@ -309,6 +309,47 @@ def test_a_delta_is_sealed_for_a_checkpoint_another_store_saved(
     assert (a.checkpoints.verify("t1")).ok
 
 
+@SIGNED
+def test_a_forged_step_result(
+    stores: Callable[..., Store], backend: Backend, signed: bool
+) -> None:
+    """A recorded tool call's result replaced (digest recomputed): a resumed run would
+    return the forged result without calling the tool."""
+    import hashlib
+
+    store = stores(signed, encrypted=False)
+    calls: list[str] = []
+
+    def pay(to: str) -> dict[str, str]:
+        calls.append(to)
+        return {"paid": to}
+
+    with store.task("t1") as run:
+        assert run.step("pay", pay, "alice") == {"paid": "alice"}
+    key = store.keys.task_steps("t1")
+    raw = raw_call(backend, lambda r: r.hget(key, "pay"))
+    head, payload = raw.split(b"\n", 1)
+    forged_payload = payload.replace(b"alice", b"mallory")
+    prefix = head[: head.rindex(b",") + 1]
+    own = forger(signed)
+    if own is None:
+        digest = hashlib.sha256(forged_payload).hexdigest().encode()
+    else:  # a seal of the forger's own key
+        assert head.split(b",")[-1].startswith(b"s1:")
+        digest = own.seal(b"step", key.encode(), b"pay", prefix, forged_payload)
+    forged = prefix + digest + b"\n" + forged_payload
+    raw_call(backend, lambda r: r.hset(key, "pay", forged))
+    if not signed:
+        with store.task("t1") as run:
+            assert run.step("pay", pay, "alice") == {"paid": "mallory"}
+        assert calls == ["alice"]
+        return
+    with pytest.raises(IntegrityError, match=r"step 'pay' of .* does not authenticate"):
+        with store.task("t1") as run:
+            run.step("pay", pay, "alice")
+    assert calls == ["alice"]
+
+
 # -- records -------------------------------------------------------------------------------
 
 
