@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,36 @@ def test_cli_verify_and_events_check_seals(server_backend: Backend, namespace: s
     short = run(*base, "verify", "t1", env=_env(f"s1={_b64(b'short')}"))
     assert short.returncode == 2 and "signing key 's1' must be at least 16 bytes" in short.stderr
     assert _b64(S1) not in bad.stdout + bad.stderr
+
+
+def test_export_and_import_keep_seals(
+    server_backend: Backend, namespace: str, tmp_path: Any
+) -> None:
+    """A backup holds values as stored: sealed data comes back sealed and verifies;
+    under another namespace its seals (bound to the Redis key) no longer authenticate."""
+    keys = SigningKeys({"s1": S1}, "s1")
+    signed = Store(server_backend.sync_client(), namespace=namespace, signing=keys)
+    _seed(signed)
+    url, env = ["--url", server_backend.url], _env(f"s1={_b64(S1)}")
+    path = str(tmp_path / "backup.jsonl")
+    done = run(*url, "--namespace", namespace, "export", "--out", path, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    for key in signed._conn.scan(signed.keys.namespace_pattern()):
+        signed._conn.client.delete(key)
+    back = run(*url, "--namespace", namespace, "import", path, "--json", env=env)
+    assert back.returncode == 0, back.stderr
+    assert signed.collection("notes").get("n1").data == {"a": 1, "b": 2}  # type: ignore[union-attr]
+    assert signed.checkpoints.verify("t1").ok
+    other = namespace + "-copy"
+    copied = run(*url, "--namespace", other, "import", path, "--json", env=env)
+    assert copied.returncode == 0, copied.stderr
+    moved = Store(server_backend.sync_client(), namespace=other, signing=keys)
+    try:
+        with pytest.raises(IntegrityError, match="does not authenticate"):
+            moved.collection("notes").get("n1")
+        assert not moved.checkpoints.verify("t1").ok
+    finally:
+        for key in moved._conn.scan(moved.keys.namespace_pattern()):
+            moved._conn.client.delete(key)
+        moved.close()
+        signed.close()
