@@ -130,6 +130,31 @@ async def test_a_removed_event_on_an_encrypted_store(
         assert check.first_bad == es[0][0].decode()
 
 
+@SIGNED
+async def test_the_oldest_events_removed_behind_a_forged_anchor(
+    stores: Callable[..., AsyncStore], backend: Backend, signed: bool
+) -> None:
+    store = stores(signed)
+    es = await appended(store, backend)
+    key, anchor_key = store.keys.events("e1"), store.keys.events_anchor("e1")
+    first_digest = es[0][1][b"d"].decode()
+    state = store.codec.encode({}, key.encode())  # as if the first event never happened
+    spec = EventSpec(store.codec, max_bytes=1 << 20, signing=forger(signed))
+    anchor = {
+        "id": es[0][0],
+        "seq": 1,
+        "digest": first_digest,
+        "state": state,
+        "state_digest": spec.state_seal(key, first_digest, state),
+        "removed": 1,
+    }
+    raw_call(backend, lambda r: (r.xdel(key, es[0][0]), r.hset(anchor_key, mapping=anchor)))
+    check = await store.events.verify("e1")
+    assert check.ok is (not signed), check.problems
+    if signed:
+        assert check.first_bad == "anchor" and "does not authenticate" in check.problems[0]
+
+
 async def test_an_unsigned_chain_on_a_signed_store_is_refused_until_rotated(
     stores: Callable[..., AsyncStore], backend: Backend
 ) -> None:
