@@ -495,18 +495,18 @@ class CheckpointSpec:
         rest: bytes,
         *,
         unverifiable: bool = False,
-    ) -> tuple[int, bytes] | None:
-        """(schema, body) of a delta after its header line, or None if its digest or
-        seal fails."""
+    ) -> tuple[int, bytes] | str:
+        """(schema, body) of a delta after its header line, or why its digest or seal
+        fails."""
         line, _, body = rest.partition(b"\n")
         digest, comma, schema_text = line.partition(b",")
         schema = 1
         if comma:
             if not schema_text.isdigit() or schema_text.startswith(b"0"):
-                return None
+                return "has a malformed schema"
             schema = int(schema_text)
         if not digest:
-            return None
+            return "has no digest"
         problem = digest_problem(
             self.signing,
             digest,
@@ -518,11 +518,12 @@ class CheckpointSpec:
             b"%d" % schema,
             body,
             unverifiable=unverifiable,
+            what="SHA-256 digest",
         )
         if problem is not None:
-            return None
+            return problem
         if not is_seal(digest) and _delta_line(schema, body) != line + b"\n":
-            return None
+            return "does not match its SHA-256 digest (edited)"
         return schema, body
 
     def recoded_delta(
@@ -532,11 +533,11 @@ class CheckpointSpec:
         head = _DELTA_RE.match(raw)
         delta_id = "" if head is None else head.group(1).decode()
         snapshot = "" if head is None else head.group(2).decode()
-        found = None
+        found: tuple[int, bytes] | str = "has no valid header"
         if head is not None:
             found = self._delta_body(log_key, delta_id, snapshot, raw[head.end() :])
-        if head is None or found is None:
-            raise IntegrityError(f"a delta of {log_key!r} is damaged: {raw[:80]!r}")
+        if head is None or isinstance(found, str):
+            raise IntegrityError(f"delta {delta_id or '?'} of {log_key!r} {found}")
         schema, body = found
         fresh = body
         if not current(body):
@@ -580,7 +581,7 @@ class CheckpointSpec:
         where = f"checkpoint {chosen.id if chosen else '(none)'} of task {task_id!r}"
         at = schema  # the schema the state being folded is in
         for raw in deltas:
-            delta_id, snapshot, patch, made_at = self._delta(raw, log_key)
+            delta_id, snapshot, patch, made_at, _ = self._delta(raw, log_key)
             if delta_id is not None and delta_id in seen:
                 continue  # a resend that arrived after another delta: applied once
             if delta_id is not None:
@@ -618,10 +619,10 @@ class CheckpointSpec:
                 bad.append((name, str(exc)))
         log_key = self.keys.task_log(task_id)
         for n, raw in enumerate(deltas):
-            delta_id, _, patch, _ = self._delta(raw, log_key, strict=True)
+            delta_id, _, patch, _, why = self._delta(raw, log_key, strict=True)
             if patch is _DAMAGED:
                 name = delta_id or f"delta #{n}"
-                bad.append((name, f"delta {name} of task {task_id!r} is damaged"))
+                bad.append((name, f"delta {name} of task {task_id!r} is damaged: {why}"))
         count = max(len(entries), len(blobs)) + len(deltas)
         return Verification(
             not bad, count, bad[0][0] if bad else None, tuple(problem for _, problem in bad)
@@ -629,22 +630,23 @@ class CheckpointSpec:
 
     def _delta(
         self, raw: bytes, log_key: str, *, strict: bool = False
-    ) -> tuple[str | None, str, Any, int]:
+    ) -> tuple[str | None, str, Any, int, str]:
         """(id, the checkpoint it follows, the patch or _DAMAGED, the schema it was
-        made against)."""
+        made against, why it is damaged or "")."""
         head = _DELTA_RE.match(raw)
         if head is None:
-            return None, "", _DAMAGED, 1
+            return None, "", _DAMAGED, 1, "has no valid header"
         delta_id, snapshot = head.group(1).decode(), head.group(2).decode()
         rest = raw[head.end() :]
         found = self._delta_body(log_key, delta_id, snapshot, rest, unverifiable=strict)
-        if found is None:
-            return delta_id, snapshot, _DAMAGED, 1
+        if isinstance(found, str):
+            return delta_id, snapshot, _DAMAGED, 1, found
         schema, body = found
         try:
-            return delta_id, snapshot, self.codec.decode(body, log_key.encode("utf-8")), schema
-        except CodecError:
-            return delta_id, snapshot, _DAMAGED, schema
+            patch = self.codec.decode(body, log_key.encode("utf-8"))
+            return delta_id, snapshot, patch, schema, ""
+        except CodecError as exc:
+            return delta_id, snapshot, _DAMAGED, schema, f"does not decode: {exc}"
 
     def _migrations_to(self, schema: int, target: int, state: Any, where: str) -> Any:
         """``state`` at ``schema`` brought to ``target`` (not past it: a delta made there

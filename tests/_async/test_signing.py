@@ -288,6 +288,7 @@ async def test_a_delta_moved_to_another_task(
     assert not restored.complete and restored.skipped == ("d1",) and restored.state == {"n": 1}
     check = await cps.verify("t2")
     assert not check.ok and check.first_bad == "d1"
+    assert "does not authenticate with signing key 's1'" in check.problems[0]
 
 
 @SIGNED
