@@ -197,8 +197,9 @@ def rotate_keys(
 ) -> None:
     """Re-encrypt every record, checkpoint, delta and audit event of the namespace with
     the primary key of REDISTATE_KEYS (versions, TTLs and fences kept; event chains
-    verified, then recomputed). Run it again until it rewrites nothing; then the old
-    keys can be dropped."""
+    verified, then recomputed); with REDISTATE_SIGNING_KEYS, seal them anew with the
+    signing primary (data written before signing included). Run it again until it
+    rewrites nothing; then the old keys can be dropped."""
     store: Store = ctx.obj.store
     report = rotate(store)
     moved = ", ".join(f"{k}: {n}" for k, n in sorted(report.old_keys.items())) or "none"

@@ -543,6 +543,23 @@ async def test_signed_data_reads_without_keys_but_does_not_verify(
         assert not check.ok and "has no signing keys to check it" in check.problems[0]
 
 
+async def test_from_url_and_embedded_take_signing_keys(
+    server_backend: Backend, namespace: str
+) -> None:
+    keys = SigningKeys({"s1": S1}, "s1")
+    for store in (
+        AsyncStore.from_url(server_backend.url, namespace=namespace, signing=keys),
+        AsyncStore.embedded(namespace=namespace, signing=keys),
+    ):
+        try:
+            event = await store.events.append("e1", "updated", {"a": 1})
+            assert event.digest.startswith("s1:") and store.signing is keys
+        finally:
+            await store.aclose()
+    with pytest.raises(TypeError, match="signing must be SigningKeys"):
+        AsyncStore.embedded(namespace=namespace, signing={"s1": S1})
+
+
 def test_signing_keys_validate_and_hide_their_material() -> None:
     with pytest.raises(ValueError, match="at least 16 bytes"):
         SigningKeys({"s1": b"short"}, "s1")
