@@ -160,6 +160,7 @@ class Collection:
             keep=keep,
             lease=guard,
             memory_ms=self._conn.memory_ms,
+            key=key,
         )
         reply = self._conn.script(_PUT, keys, args, replicas=replicas, lease=lease)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
