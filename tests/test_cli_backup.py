@@ -987,3 +987,36 @@ def test_an_imported_fence_expires_after_the_clock_passed_it(
         ):
             store._conn.script(*import_call(store.keys, entity, 0, False))
         assert store.client.get(key) == b"%d" % ahead
+
+
+def test_a_signed_file_needs_the_stores_signing_keys(
+    server_backend: Backend, namespace: str, tmp_path: Path
+) -> None:
+    """Sealed payloads are checked like a read checks them: under other signing keys a
+    record or checkpoint does not authenticate, and nothing is imported."""
+    from redistate.signing import SigningKeys
+
+    key = os.urandom(32)
+    signing = SigningKeys({"s1": key}, primary="s1")
+    path = tmp_path / "backup.jsonl"
+    with Store(server_backend.sync_client(), namespace=namespace, signing=signing) as store:
+        store.users.put("u1", {"a": 1})
+        store.users.merge("u1", {"b": 2})  # a patched record: each frame sealed
+        store.checkpoints.save("t1", {"step": 1})
+        store.checkpoints.log("t1", {"step": 2})
+        with open(path, "wb") as sink:
+            export_namespace(store, sink)
+    delete_namespace(server_backend, namespace)
+    url = ["--url", server_backend.url, "--namespace", namespace]
+
+    other = {"REDISTATE_SIGNING_KEYS": f"s1={base64.b64encode(os.urandom(32)).decode()}"}
+    done = run(*url, "import", str(path), env={**os.environ, **other})
+    assert done.returncode == 1 and "does not authenticate" in done.stderr, done.stderr
+    assert _dump(server_backend, namespace) == {}
+    keys = {"REDISTATE_SIGNING_KEYS": f"s1={base64.b64encode(key).decode()}"}
+    done = run(*url, "import", str(path), "--json", env={**os.environ, **keys})
+    assert done.returncode == 0 and summary(done)["imported"] == 2, done.stderr
+    with Store(server_backend.sync_client(), namespace=namespace, signing=signing) as store:
+        assert store.users.get("u1").data == {"a": 1, "b": 2}  # type: ignore[union-attr]
+        restored = store.checkpoints.restore("t1")
+        assert restored is not None and restored.complete and restored.state == {"step": 2}

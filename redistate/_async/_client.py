@@ -144,26 +144,28 @@ class AsyncConnection:
         return replicas
 
     async def _ready(self) -> None:
-        """The store's first contact: a cluster learns its topology, one server is sent a
-        PING. A failure no retry cures is raised at once (a refused connection: nothing
-        listens at the address; a TLS certificate failure; no startup node answers);
-        others are retried as usual. After it, a refused connection is transient (a
-        restarting server), and calls pay one attribute test."""
+        """The store's first contact: a cluster learns its topology, one server is sent
+        TIME (which the namespace's ACL allows: the scripts call it). A failure no retry
+        cures is raised at once (a refused connection: nothing listens at the address;
+        a TLS certificate failure; no startup node answers); others are retried as
+        usual. After it, a refused connection is transient (a restarting server), and
+        calls pay one attribute test."""
         try:
             if isinstance(self.client, RedisCluster):
                 await async_initialize(self.client, self._lock)
             else:
-                await self._ping()
+                await self._contact()
         except (*ERRORS, rex.RedisClusterException) as exc:
             raise first_contact(exc, self.address) or translate(exc, self.address) from exc
         self._unready = False
 
-    async def _ping(self) -> None:
+    async def _contact(self) -> None:
+        call = functools.partial(self.client.execute_command, "TIME")
         started = time.monotonic()
         try:
-            await self.client.ping()
+            await call()
         except ERRORS as exc:
-            await self._recover(exc, self.client.ping, started)
+            await self._recover(exc, call, started)
 
     async def _recover(
         self,
@@ -171,18 +173,20 @@ class AsyncConnection:
         call: Callable[[], Any],
         started: float,
         budget: float | None = None,
+        command: str = "",
     ) -> Any:
         """Try ``call`` again after its first try (sent at ``started``, monotonic) failed
         with ``first``; translate what finally fails. No try starts later than the
         policy's deadline, or ``budget``, after the first was sent: that bounds how
-        late a resend can come, which the write memory must cover."""
+        late a resend can come, which the write memory must cover. ``command`` names
+        the call in an ACL denial whose message names none (a denied key)."""
         policy = self.policy
         if self._unready:  # first contact: a wrong address or CA is not retried
             fatal = first_contact(first, self.address)
             if fatal is not None:
                 raise fatal from first
         if not (policy.retries and is_transient(first)):
-            raise translate(first, self.address) from first
+            raise translate(first, self.address, command) from first
         deadline = policy.deadline if budget is None else min(policy.deadline, budget)
         remaining = deadline - (time.monotonic() - started)
         if remaining <= 0:
@@ -205,7 +209,7 @@ class AsyncConnection:
         except ERRORS as exc:
             if is_transient(exc):
                 raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
-            raise translate(exc, self.address) from exc
+            raise translate(exc, self.address, command) from exc
 
     async def script(
         self,
@@ -241,7 +245,7 @@ class AsyncConnection:
             return await call()
         except ERRORS as exc:
             try:
-                return await self._recover(exc, call, started, budget)
+                return await self._recover(exc, call, started, budget, "evalsha")
             except LockLost:
                 if lease is not None:  # the first to learn it: guarded writes stop now
                     await async_lost(lease)
@@ -326,7 +330,7 @@ class AsyncConnection:
             # decode_responses is refused in __init__, so replies are bytes.
             return cast("bytes | None", await self.client.get(key))
         except ERRORS as exc:
-            reply = await self._recover(exc, lambda: self.client.get(key), started)
+            reply = await self._recover(exc, lambda: self.client.get(key), started, None, "get")
             return cast("bytes | None", reply)
 
     async def gets(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -342,7 +346,7 @@ class AsyncConnection:
             return await self._gets(keys)
         except ERRORS as exc:
             retry = functools.partial(self._gets, keys)
-            return cast("list[bytes | None]", await self._recover(exc, retry, started))
+            return cast("list[bytes | None]", await self._recover(exc, retry, started, None, "get"))
 
     async def _gets(self, keys: Sequence[str]) -> list[bytes | None]:
         async with self.client.pipeline(transaction=False) as pipe:
@@ -371,7 +375,7 @@ class AsyncConnection:
         try:
             return await call()
         except ERRORS as exc:
-            return await self._recover(exc, call, started)
+            return await self._recover(exc, call, started, None, str(args[0]).lower())
 
     async def pttl(self, key: str) -> int:
         if self._unready:
@@ -380,7 +384,9 @@ class AsyncConnection:
         try:
             return int(await self.client.pttl(key))
         except ERRORS as exc:
-            return int(await self._recover(exc, lambda: self.client.pttl(key), started))
+            return int(
+                await self._recover(exc, lambda: self.client.pttl(key), started, None, "pttl")
+            )
 
     async def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
         """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
@@ -393,7 +399,7 @@ class AsyncConnection:
             return await self.client.blpop([key], timeout=seconds)
         except ERRORS as exc:
             retry = functools.partial(self.client.blpop, [key], timeout=seconds)
-            return await self._recover(exc, retry, started, budget)
+            return await self._recover(exc, retry, started, budget, "blpop")
 
     async def lranges(self, *ranges: tuple[str, int, int]) -> list[list[bytes]]:
         """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
@@ -412,7 +418,9 @@ class AsyncConnection:
             return cast("list[list[bytes]]", await self.script(_READ_LISTS, keys, args))
         except ERRORS as exc:
             retry = functools.partial(self._lranges, ranges)
-            return cast("list[list[bytes]]", await self._recover(exc, retry, started))
+            return cast(
+                "list[list[bytes]]", await self._recover(exc, retry, started, None, "lrange")
+            )
 
     @property
     def one_server(self) -> bool:
@@ -439,7 +447,7 @@ class AsyncConnection:
                 except ERRORS as exc:
                     # The same cursor again: SCAN is a read, resending it is harmless.
                     retry = functools.partial(self._scan, cursor, pattern, count, node)
-                    cursor, batch = await self._recover(exc, retry, started)
+                    cursor, batch = await self._recover(exc, retry, started, None, "scan")
                 for key in batch:
                     yield cast(bytes, key)
                 if not cursor:

@@ -10,7 +10,7 @@ from .._backoff import backoff_delay
 from .._io import async_resolve, async_sleep
 from ..durability import Durability
 from ..erasure import ErasureReport, entity_keys, entry
-from ..errors import ConflictError, InvalidId, RedistateError
+from ..errors import ConflictError, InvalidId, PermissionDenied, RedistateError
 from ..keys import KeySpace
 from ..mergepatch import merge_patch
 from ..records import (
@@ -159,6 +159,7 @@ class AsyncCollection:
             keep=keep,
             lease=guard,
             memory_ms=self._conn.memory_ms,
+            key=key,
         )
         reply = await self._conn.script(_PUT, keys, args, replicas=replicas, lease=lease)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
@@ -372,8 +373,13 @@ class AsyncUsers(AsyncCollection):
                 # Off the index first: a write registering it again after this is seen
                 # by the next round (its SADD comes before its data).
                 await self._conn.idempotent("SREM", index, item)
-                existed = int(await self._conn.idempotent("DEL", *data))
-                await self._conn.idempotent("DEL", memory)
+                try:
+                    existed = int(await self._conn.idempotent("DEL", *data))
+                    await self._conn.idempotent("DEL", memory)
+                except PermissionDenied:
+                    # Back on the index, or a later erase would never find the data.
+                    await self._conn.idempotent("SADD", index, item)
+                    raise
                 report.note(item, existed > 0)
         else:
             raise RedistateError(

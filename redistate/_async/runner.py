@@ -120,7 +120,7 @@ class AsyncTaskRun:
         key, fence = self._store.keys.task_steps(self.task_id), self.lease.fence
         started = time.time_ns() // 1_000_000
         if not idempotent:  # the marker that makes a crash inside fn visible on resume
-            marker = spec.started(idempotent, fence, started)
+            marker = spec.started(key, name, idempotent, fence, started)
             await self._record(name, marker)
         # Last thing before fn: a lease known lost (a refused write, a failed renewal)
         # or past its local deadline (a paused process, a blocked loop) calls nothing.

@@ -145,26 +145,28 @@ class Connection:
         return replicas
 
     def _ready(self) -> None:
-        """The store's first contact: a cluster learns its topology, one server is sent a
-        PING. A failure no retry cures is raised at once (a refused connection: nothing
-        listens at the address; a TLS certificate failure; no startup node answers);
-        others are retried as usual. After it, a refused connection is transient (a
-        restarting server), and calls pay one attribute test."""
+        """The store's first contact: a cluster learns its topology, one server is sent
+        TIME (which the namespace's ACL allows: the scripts call it). A failure no retry
+        cures is raised at once (a refused connection: nothing listens at the address;
+        a TLS certificate failure; no startup node answers); others are retried as
+        usual. After it, a refused connection is transient (a restarting server), and
+        calls pay one attribute test."""
         try:
             if isinstance(self.client, RedisCluster):
                 sync_initialize(self.client, self._lock)
             else:
-                self._ping()
+                self._contact()
         except (*ERRORS, rex.RedisClusterException) as exc:
             raise first_contact(exc, self.address) or translate(exc, self.address) from exc
         self._unready = False
 
-    def _ping(self) -> None:
+    def _contact(self) -> None:
+        call = functools.partial(self.client.execute_command, "TIME")
         started = time.monotonic()
         try:
-            self.client.ping()
+            call()
         except ERRORS as exc:
-            self._recover(exc, self.client.ping, started)
+            self._recover(exc, call, started)
 
     def _recover(
         self,
@@ -172,18 +174,20 @@ class Connection:
         call: Callable[[], Any],
         started: float,
         budget: float | None = None,
+        command: str = "",
     ) -> Any:
         """Try ``call`` again after its first try (sent at ``started``, monotonic) failed
         with ``first``; translate what finally fails. No try starts later than the
         policy's deadline, or ``budget``, after the first was sent: that bounds how
-        late a resend can come, which the write memory must cover."""
+        late a resend can come, which the write memory must cover. ``command`` names
+        the call in an ACL denial whose message names none (a denied key)."""
         policy = self.policy
         if self._unready:  # first contact: a wrong address or CA is not retried
             fatal = first_contact(first, self.address)
             if fatal is not None:
                 raise fatal from first
         if not (policy.retries and is_transient(first)):
-            raise translate(first, self.address) from first
+            raise translate(first, self.address, command) from first
         deadline = policy.deadline if budget is None else min(policy.deadline, budget)
         remaining = deadline - (time.monotonic() - started)
         if remaining <= 0:
@@ -206,7 +210,7 @@ class Connection:
         except ERRORS as exc:
             if is_transient(exc):
                 raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
-            raise translate(exc, self.address) from exc
+            raise translate(exc, self.address, command) from exc
 
     def script(
         self,
@@ -242,7 +246,7 @@ class Connection:
             return call()
         except ERRORS as exc:
             try:
-                return self._recover(exc, call, started, budget)
+                return self._recover(exc, call, started, budget, "evalsha")
             except LockLost:
                 if lease is not None:  # the first to learn it: guarded writes stop now
                     sync_lost(lease)
@@ -327,7 +331,7 @@ class Connection:
             # decode_responses is refused in __init__, so replies are bytes.
             return cast("bytes | None", self.client.get(key))
         except ERRORS as exc:
-            reply = self._recover(exc, lambda: self.client.get(key), started)
+            reply = self._recover(exc, lambda: self.client.get(key), started, None, "get")
             return cast("bytes | None", reply)
 
     def gets(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -343,7 +347,7 @@ class Connection:
             return self._gets(keys)
         except ERRORS as exc:
             retry = functools.partial(self._gets, keys)
-            return cast("list[bytes | None]", self._recover(exc, retry, started))
+            return cast("list[bytes | None]", self._recover(exc, retry, started, None, "get"))
 
     def _gets(self, keys: Sequence[str]) -> list[bytes | None]:
         with self.client.pipeline(transaction=False) as pipe:
@@ -372,7 +376,7 @@ class Connection:
         try:
             return call()
         except ERRORS as exc:
-            return self._recover(exc, call, started)
+            return self._recover(exc, call, started, None, str(args[0]).lower())
 
     def pttl(self, key: str) -> int:
         if self._unready:
@@ -381,7 +385,9 @@ class Connection:
         try:
             return int(self.client.pttl(key))
         except ERRORS as exc:
-            return int(self._recover(exc, lambda: self.client.pttl(key), started))
+            return int(
+                self._recover(exc, lambda: self.client.pttl(key), started, None, "pttl")
+            )
 
     def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
         """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
@@ -394,7 +400,7 @@ class Connection:
             return self.client.blpop([key], timeout=seconds)
         except ERRORS as exc:
             retry = functools.partial(self.client.blpop, [key], timeout=seconds)
-            return self._recover(exc, retry, started, budget)
+            return self._recover(exc, retry, started, budget, "blpop")
 
     def lranges(self, *ranges: tuple[str, int, int]) -> list[list[bytes]]:
         """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
@@ -413,7 +419,9 @@ class Connection:
             return cast("list[list[bytes]]", self.script(_READ_LISTS, keys, args))
         except ERRORS as exc:
             retry = functools.partial(self._lranges, ranges)
-            return cast("list[list[bytes]]", self._recover(exc, retry, started))
+            return cast(
+                "list[list[bytes]]", self._recover(exc, retry, started, None, "lrange")
+            )
 
     @property
     def one_server(self) -> bool:
@@ -440,7 +448,7 @@ class Connection:
                 except ERRORS as exc:
                     # The same cursor again: SCAN is a read, resending it is harmless.
                     retry = functools.partial(self._scan, cursor, pattern, count, node)
-                    cursor, batch = self._recover(exc, retry, started)
+                    cursor, batch = self._recover(exc, retry, started, None, "scan")
                 for key in batch:
                     yield cast(bytes, key)
                 if not cursor:

@@ -11,7 +11,7 @@ from .._backoff import backoff_delay
 from .._io import sync_resolve, sync_sleep
 from ..durability import Durability
 from ..erasure import ErasureReport, entity_keys, entry
-from ..errors import ConflictError, InvalidId, RedistateError
+from ..errors import ConflictError, InvalidId, PermissionDenied, RedistateError
 from ..keys import KeySpace
 from ..mergepatch import merge_patch
 from ..records import (
@@ -160,6 +160,7 @@ class Collection:
             keep=keep,
             lease=guard,
             memory_ms=self._conn.memory_ms,
+            key=key,
         )
         reply = self._conn.script(_PUT, keys, args, replicas=replicas, lease=lease)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
@@ -373,8 +374,13 @@ class Users(Collection):
                 # Off the index first: a write registering it again after this is seen
                 # by the next round (its SADD comes before its data).
                 self._conn.idempotent("SREM", index, item)
-                existed = int(self._conn.idempotent("DEL", *data))
-                self._conn.idempotent("DEL", memory)
+                try:
+                    existed = int(self._conn.idempotent("DEL", *data))
+                    self._conn.idempotent("DEL", memory)
+                except PermissionDenied:
+                    # Back on the index, or a later erase would never find the data.
+                    self._conn.idempotent("SADD", index, item)
+                    raise
                 report.note(item, existed > 0)
         else:
             raise RedistateError(

@@ -40,7 +40,9 @@ from ..checkpoints import _DAMAGED, _DELTA_RE, _ENTRY_RE, CheckpointSpec
 from ..codec import Codec
 from ..envelope import MAX_VERSION, unpack
 from ..keys import RESERVED_KINDS, KeySpace, check_kind, escape_id
-from ..mergelog import fold, frames
+from ..mergelog import frames
+from ..records import RecordSpec
+from ..signing import SigningKeys
 
 __all__ = [
     "FORMAT",
@@ -242,13 +244,16 @@ class Limits:
     or time is later than the server's clock allows. Pure: the server time is read once
     by the caller."""
 
-    __slots__ = ("_spec", "codec", "keys", "max_us", "now_us")
+    __slots__ = ("_records", "_spec", "codec", "keys", "max_us", "now_us", "signing")
 
-    def __init__(self, keys: KeySpace, codec: Codec, now_us: int) -> None:
-        self.keys, self.codec, self.now_us = keys, codec, now_us
+    def __init__(
+        self, keys: KeySpace, codec: Codec, now_us: int, signing: SigningKeys | None = None
+    ) -> None:
+        self.keys, self.codec, self.now_us, self.signing = keys, codec, now_us, signing
         # The next version or fence after an imported one must still be exact.
         self.max_us = min(MAX_VERSION - 1, now_us + FUTURE_ALLOWANCE_US)
-        self._spec = CheckpointSpec(keys, codec)
+        self._spec = CheckpointSpec(keys, codec, signing=signing)
+        self._records: dict[str, RecordSpec] = {}  # by collection
 
     def _late(self, what: str, value: int, limit: int) -> ValueError:
         clock = dt.datetime.fromtimestamp(self.now_us / 1e6, tz=dt.timezone.utc)
@@ -274,12 +279,13 @@ class Limits:
         envelope = unpack(key, entity.data[0])
         if envelope.version > self.max_us:
             raise self._late("version", envelope.version, self.max_us)
-        context = key.encode("utf-8")
-        try:
-            if envelope.log:
-                fold(frames(key, envelope.payload), lambda b: self.codec.decode(b, context))
-            else:
-                self.codec.decode(envelope.payload, context)
+        spec = self._records.get(entity.name)
+        if spec is None:
+            spec = self._records[entity.name] = RecordSpec(
+                self.keys, entity.name, self.codec, ttl=None, max_bytes=1, signing=self.signing
+            )
+        try:  # seals checked (signing keys), patches folded, as a read does
+            spec._stored(key, envelope)
         except RedistateError as exc:
             raise ValueError(f"value does not decode with the store's codec: {exc}") from None
 

@@ -150,7 +150,8 @@ def import_file(
     now_us = int(seconds) * 10**6 + int(micros)
 
     def limits(header: Header) -> Limits:
-        return Limits(KeySpace(namespace or header.namespace), store.codec, now_us)
+        keys = KeySpace(namespace or header.namespace)
+        return Limits(keys, store.codec, now_us, store.signing)
 
     header: Header | None = None
     for item in read_file(path, progress, limits):

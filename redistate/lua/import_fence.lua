@@ -13,11 +13,12 @@ the clock passes it: the key expires the allowance after that (an imported key n
 lingers), with or without --force.
 ]]
 local value, allowance = ARGV[1], ARGV[2]
-if not string.match(value, '^%d+$') or #value > 16 or tonumber(value) >= RS_MAX_VERSION
+if not string.match(value, '^%d+$') or #value > 16 or tonumber(value) >= 9007199254740991
     or not string.match(allowance, '^%d+$') or #allowance > 10 then
   return redis.error_reply('RSARG malformed arguments to import_fence')
 end
-local fence, now_us = tonumber(value), rs_now_us()
+local t = redis.call('TIME')
+local fence, now_us = tonumber(value), tonumber(t[1]) * 1000000 + tonumber(t[2])
 if fence > now_us + tonumber(allowance) * 1000 then
   return redis.error_reply('RSARG fence ' .. value .. ' is more than ' .. allowance
     .. ' ms past the server clock (import_fence)')
@@ -29,5 +30,6 @@ end
 local stored = current and tonumber(current) or 0
 if stored >= fence then return {0, stored} end
 local keep_ms = math.max(0, math.floor((fence - now_us) / 1000)) + tonumber(allowance)
-redis.call('SET', KEYS[1], value, 'PX', rs_int(keep_ms))
+-- %.0f: plain digits (a Lua number would be written as 3.6e+06).
+redis.call('SET', KEYS[1], value, 'PX', string.format('%.0f', keep_ms))
 return {1, fence}
