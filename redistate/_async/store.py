@@ -19,6 +19,7 @@ from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..migrations import Migrations
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
+from ..server import ServerCheck, ServerFacts
 from ._client import AsyncConnection
 from ._connect import client_for
 from .checkpoints import AsyncCheckpoints
@@ -61,6 +62,12 @@ class AsyncStore:
             replica has them, else NotReplicated; the default is Redis's own (the
             primary's acknowledgement). Each write method takes ``durability=`` too.
         replica_timeout: seconds a replicated write waits for its replica.
+        server_check: before its first command the store reads each server's eviction
+            policy (a cluster: every primary). ``"warn"``: a policy other than
+            ``noeviction`` (or one that cannot be read) gives one RedistateWarning per
+            server and process, also logged on ``logging.getLogger("redistate")``;
+            ``"strict"``: UnsafeServer instead, before anything is sent; ``"off"``:
+            no check, no extra commands. The embedded server is never checked.
     """
 
     def __init__(
@@ -80,6 +87,7 @@ class AsyncStore:
         retry: RetryPolicy | None = None,
         durability: Durability = DEFAULT_DURABILITY,
         replica_timeout: float = 1.0,
+        server_check: ServerCheck = "warn",
     ) -> None:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
@@ -90,7 +98,7 @@ class AsyncStore:
             )
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
-        self._conn = AsyncConnection(client, retry, durability, replica_timeout)
+        self._conn = AsyncConnection(client, retry, durability, replica_timeout, server_check)
         self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
@@ -139,6 +147,7 @@ class AsyncStore:
         retry: RetryPolicy | None = None,
         durability: Durability = DEFAULT_DURABILITY,
         replica_timeout: float = 1.0,
+        server_check: ServerCheck = "warn",
         **redis_options: Any,
     ) -> AsyncStore:
         """Connect to a URL: ``redis://host:port/db`` (``rediss://``, ``unix://``),
@@ -166,6 +175,7 @@ class AsyncStore:
             retry=retry,
             durability=durability,
             replica_timeout=replica_timeout,
+            server_check=server_check,
         )
         store._others = others
         return store
@@ -182,6 +192,11 @@ class AsyncStore:
     def retry(self) -> RetryPolicy:
         """The retry policy in force."""
         return self._conn.policy
+
+    async def server_facts(self) -> list[ServerFacts]:
+        """Each server's eviction policy, persistence and replication, read now (a
+        cluster: every primary); ``findings()`` of each says what it means."""
+        return await self._conn.server_facts()
 
     @property
     def client(self) -> Redis | RedisCluster:
