@@ -46,6 +46,8 @@ CONFIG_FIELDS: Final = (
     "min-replicas-to-write",
 )
 INFO_SECTIONS: Final = ("server", "memory", "persistence", "replication")
+# Last, HELLO (no arguments: the protocol stays): names a fakeredis server, which
+# answers neither CONFIG nor INFO and never evicts.
 
 UNKNOWN: Final = "unknown"
 SAFE_POLICY: Final = "noeviction"
@@ -276,7 +278,7 @@ def _int(value: Any) -> int | None:
 
 def parse_facts(address: str, replies: Sequence[Any]) -> ServerFacts:
     """The facts from the replies to CONFIG GET of each of :data:`CONFIG_FIELDS`, then
-    INFO of each of :data:`INFO_SECTIONS`, in that order. A reply that is an exception
+    INFO of each of :data:`INFO_SECTIONS`, then HELLO, in that order. A reply that is an exception
     (NOPERM, or an unknown command when CONFIG is renamed) counts as not readable."""
     n = len(CONFIG_FIELDS)
     config = {
@@ -285,9 +287,12 @@ def parse_facts(address: str, replies: Sequence[Any]) -> ServerFacts:
         if not isinstance(r, BaseException)
     }
     info: dict[str, Any] = {}
-    for r in replies[n:]:
+    for r in replies[n : n + len(INFO_SECTIONS)]:
         if isinstance(r, Mapping):
             info.update({_text(k): v for k, v in r.items()})
+    hello = replies[n + len(INFO_SECTIONS) :]
+    if hello and _config(hello[0], "server") == "fakeredis" and not config and not info:
+        return embedded_facts(address)
     policy = config.get("maxmemory-policy")
     source = "config"
     if policy is None:
@@ -356,5 +361,8 @@ def judge(facts: Sequence[ServerFacts], check: ServerCheck) -> None:
             first = server.identity not in _warned
             _warned.add(server.identity)
         if first:
-            logger.warning(message)
+            # Logged only where logging is set up: otherwise logging's last-resort
+            # handler would print the warning's text to stderr a second time.
+            if logger.hasHandlers():
+                logger.warning(message)
             warnings.warn(message, RedistateWarning, stacklevel=4)

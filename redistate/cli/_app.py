@@ -7,6 +7,7 @@ import contextlib
 import typer
 
 from .. import Store
+from ..server import ServerCheck
 from ._embedded import embedded_url
 from ._keys import codec_from_env
 
@@ -36,6 +37,7 @@ class Context:
         self.namespace = DEFAULT_NAMESPACE if namespace is None else namespace
         self._store: Store | None = None
         self._stack = contextlib.ExitStack()
+        self.server_check: ServerCheck = "warn"  # doctor reports the facts itself: "off"
 
     @property
     def url(self) -> str:
@@ -47,7 +49,13 @@ class Context:
     def store(self) -> Store:
         if self._store is None:
             codec = codec_from_env()  # before the server starts: bad keys change nothing
-            self._store = Store.from_url(self.url, namespace=self.namespace, timeout=5, codec=codec)
+            self._store = Store.from_url(
+                self.url,
+                namespace=self.namespace,
+                timeout=5,
+                codec=codec,
+                server_check=self.server_check,
+            )
             self._stack.callback(self._store.close)
         return self._store
 
