@@ -46,8 +46,6 @@ CONFIG_FIELDS: Final = (
     "min-replicas-to-write",
 )
 INFO_SECTIONS: Final = ("server", "memory", "persistence", "replication")
-# Last, HELLO (no arguments: the protocol stays): names a fakeredis server, which
-# answers neither CONFIG nor INFO and never evicts.
 
 UNKNOWN: Final = "unknown"
 SAFE_POLICY: Final = "noeviction"
@@ -217,7 +215,7 @@ class ServerFacts:
         out = [
             Finding(
                 "replicas",
-                f"{role}, {replicas} connected",
+                UNKNOWN if self.role is None else f"{role}, {replicas} connected",
                 "ok",
                 'durability="replicated" needs a connected replica; without one a '
                 "failover has nothing to promote"
@@ -278,7 +276,7 @@ def _int(value: Any) -> int | None:
 
 def parse_facts(address: str, replies: Sequence[Any]) -> ServerFacts:
     """The facts from the replies to CONFIG GET of each of :data:`CONFIG_FIELDS`, then
-    INFO of each of :data:`INFO_SECTIONS`, then HELLO, in that order. A reply that is an exception
+    INFO of each of :data:`INFO_SECTIONS`, in that order. A reply that is an exception
     (NOPERM, or an unknown command when CONFIG is renamed) counts as not readable."""
     n = len(CONFIG_FIELDS)
     config = {
@@ -290,9 +288,6 @@ def parse_facts(address: str, replies: Sequence[Any]) -> ServerFacts:
     for r in replies[n : n + len(INFO_SECTIONS)]:
         if isinstance(r, Mapping):
             info.update({_text(k): v for k, v in r.items()})
-    hello = replies[n + len(INFO_SECTIONS) :]
-    if hello and _config(hello[0], "server") == "fakeredis" and not config and not info:
-        return embedded_facts(address)
     policy = config.get("maxmemory-policy")
     source = "config"
     if policy is None:

@@ -221,7 +221,6 @@ class AsyncConnection:
                 queue("CONFIG", "GET", name)
             for section in INFO_SECTIONS:
                 queue("INFO", section)
-            queue("HELLO")
             replies = await pipe.execute(raise_on_error=False)
         for reply in replies:
             if isinstance(reply, Exception) and is_transient(reply):

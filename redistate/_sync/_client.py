@@ -222,7 +222,6 @@ class Connection:
                 queue("CONFIG", "GET", name)
             for section in INFO_SECTIONS:
                 queue("INFO", section)
-            queue("HELLO")
             replies = pipe.execute(raise_on_error=False)
         for reply in replies:
             if isinstance(reply, Exception) and is_transient(reply):

@@ -43,14 +43,18 @@ class Context:
     def url(self) -> str:
         if self._url is None:
             self._url = self._stack.enter_context(embedded_url())
+            # The CLI's own server, started with noeviction; its fakeredis fallback
+            # answers neither CONFIG nor INFO (it would be "unknown").
+            self.server_check = "off"
         return self._url
 
     @property
     def store(self) -> Store:
         if self._store is None:
             codec = codec_from_env()  # before the server starts: bad keys change nothing
+            url = self.url  # first: starting the embedded server sets server_check
             self._store = Store.from_url(
-                self.url,
+                url,
                 namespace=self.namespace,
                 timeout=5,
                 codec=codec,
