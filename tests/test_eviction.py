@@ -521,3 +521,20 @@ def test_other_commands_warn_on_an_evicting_server(flavour: str) -> None:
         assert "maxmemory-policy is volatile-lru" in result.stderr
     finally:
         server.stop()
+
+
+def test_the_cli_restore_names_a_torn_task(flavour: str, namespace: str) -> None:
+    server = start_server(FLAVOURS[flavour]())
+    admin = server.client()
+    try:
+        with Store.from_url(server.url, namespace=namespace) as store:
+            first = store.checkpoints.save("t", {"n": 1})
+            admin.delete(store.keys.task("t"))  # as eviction would
+        result = run("--url", server.url, "--namespace", namespace, "restore", "t")
+        assert result.returncode == 0, result.stderr
+        shown = json.loads(result.stdout)
+        assert shown["torn"] is True and shown["complete"] is False
+        assert shown["skipped"] == [first.id]
+    finally:
+        admin.close()
+        server.stop()
