@@ -164,7 +164,9 @@ def translate(exc: BaseException, address: str, command: str = "") -> RedistateE
         reason = str(exc).rstrip(".")
         return StoreFull(
             f"redis at {address} refused the write: {reason}. Nothing was written; "
-            f"free memory, raise maxmemory or choose an eviction policy"
+            f"free memory (delete or expire state) or raise maxmemory, and keep "
+            f"maxmemory-policy noeviction: evicting keys breaks redistate's guarantees "
+            f"(see `redistate doctor`)"
         )
     if isinstance(exc, rex.ResponseError):
         # redis-py prefixes an error inside MULTI/EXEC with the command that caused it.

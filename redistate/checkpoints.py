@@ -23,6 +23,7 @@ import datetime as dt
 import hashlib
 import re
 import secrets
+import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -74,6 +75,8 @@ class Restored:
     """What :meth:`restore` rebuilt: the newest good checkpoint plus its deltas.
 
     ``complete`` is False when a checkpoint or delta was skipped (listed in ``skipped``).
+    ``torn``: the task's two lists were of unequal length (one was evicted or lost);
+    what could not be paired is skipped, and the next save repairs the task.
     """
 
     state: Any
@@ -81,6 +84,7 @@ class Restored:
     deltas_applied: int
     skipped: tuple[str, ...] = field(default=())
     complete: bool = True
+    torn: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +98,19 @@ class Verification:
     problems: tuple[str, ...] = ()
 
 
+_last_us = 0
+_id_lock = threading.Lock()
+
+
 def new_checkpoint_id() -> str:
-    """A time-ordered id made on the client: µs since the epoch (hex) and 48 random bits."""
-    return f"{time.time_ns() // 1000:014x}-{secrets.token_urlsafe(6)}"
+    """A time-ordered id made on the client: µs since the epoch (hex) and 48 random bits.
+    Strictly increasing within a process: two ids made in the same µs (or after the
+    clock stepped back) take the next µs, so the random part never decides the order."""
+    global _last_us
+    with _id_lock:
+        _last_us = max(time.time_ns() // 1000, _last_us + 1)
+        now = _last_us
+    return f"{now:014x}-{secrets.token_urlsafe(6)}"
 
 
 def check_id(value: object, what: str = "checkpoint id") -> str:
@@ -552,26 +566,37 @@ class CheckpointSpec:
     def history(self, task_id: str, key: str, reply: Any) -> list[Checkpoint]:
         entries, blobs = reply[0], reply[1]
         if len(entries) != len(blobs):
-            raise IntegrityError(f"the history of task {task_id!r} is out of step with its ids")
+            raise IntegrityError(
+                f"task {task_id!r} is torn: {len(blobs)} checkpoint(s) against "
+                f"{len(entries)} id entries (one list was evicted or lost); restore() "
+                f"skips what cannot be paired and the next save repairs the task"
+            )
         return [self.checkpoint(task_id, key, e, b) for e, b in zip(entries, blobs, strict=True)]
 
     def restored(self, task_id: str, key: str, reply: Any) -> Restored | None:
         """Newest good checkpoint + its deltas, skipping (and listing) damaged ones."""
         entries, blobs, deltas = reply[0], reply[1], reply[2]
-        if not entries and not deltas:
+        if not entries and not blobs and not deltas:
             return None
         skipped: list[str] = []
         chosen: Checkpoint | None = None
         schema = 1
-        for entry, blob in zip(entries, blobs, strict=False):
+        # A torn task has entries without blobs or blobs without entries past the
+        # pairs made since the tear: each is skipped by name, never fatal.
+        for n in range(max(len(entries), len(blobs))):
+            entry = entries[n] if n < len(entries) else None
+            blob = blobs[n] if n < len(blobs) else None
             try:
-                chosen, schema = self._saved(task_id, key, entry, blob)
-                break
+                if entry is not None:
+                    chosen, schema = self._saved(task_id, key, entry, blob)
+                    break
             except IntegrityError:
+                pass
+            if entry is None:  # a blob whose entry was lost: named by its metadata
+                skipped.append(_blob_id(blob))
+            else:
                 match = _ENTRY_RE.fullmatch(entry)
                 skipped.append(match.group(4).decode() if match else "?")
-        if len(entries) != len(blobs):
-            skipped.append("?")
         # The state is rebuilt from fresh objects: changing it must not change the
         # checkpoint it came from.
         state: Any = {} if chosen is None else orjson.loads(orjson.dumps(chosen.state))
@@ -601,7 +626,8 @@ class CheckpointSpec:
         state = self.upgraded(at, state, where)
         if chosen is not None:
             chosen = replace(chosen, state=self.upgraded(schema, chosen.state, where))
-        return Restored(state, chosen, applied, tuple(skipped), complete=not skipped)
+        torn = len(entries) != len(blobs)
+        return Restored(state, chosen, applied, tuple(skipped), not skipped, torn)
 
     def verification(self, task_id: str, key: str, reply: Any) -> Verification:
         """Check every checkpoint and delta of a task's whole history and log."""
@@ -706,6 +732,19 @@ def _seal_of(data: bytes) -> bytes:
     return data.partition(b"\n")[0].partition(b",")[0]
 
 
+def _blob_id(blob: bytes | None) -> str:
+    """The checkpoint id a blob's metadata names (for a blob without its entry), or "?"."""
+    head = None if blob is None else _BLOB_RE.match(blob)
+    newline = -1 if head is None or blob is None else blob.find(b"\n", head.end())
+    if head is None or blob is None or newline < 0:
+        return "?"
+    try:
+        found = orjson.loads(blob[head.end() : newline]).get("id")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "?"
+    return found if isinstance(found, str) and _ID_RE.fullmatch(found) else "?"
+
+
 def _schema(meta: dict[str, Any], where: str) -> int:
     schema = meta.get("schema", 1)
     if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
@@ -794,7 +833,8 @@ def handoff(task_id: str, restored: Restored | None, steps: Sequence[Step] = ())
         ]
     lines.append(f"- Deltas since: {0 if restored is None else restored.deltas_applied}")
     if restored is not None and not restored.complete:
-        lines.append(f"- Warning: skipped damaged entries: {_line(', '.join(restored.skipped))}")
+        what = "torn task (a list was lost)" if restored.torn else "damaged entries"
+        lines.append(f"- Warning: skipped {what}: {_line(', '.join(restored.skipped))}")
     lines += _step_lines(steps)
     lines.append(f"- Next step: {_line(next_step) if next_step else 'not recorded'}")
     if meta:

@@ -19,6 +19,7 @@ from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..migrations import Migrations
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
+from ..server import ServerCheck, ServerFacts
 from ..signing import SigningKeys
 from ._client import AsyncConnection
 from ._connect import client_for
@@ -65,6 +66,12 @@ class AsyncStore:
         signing: HMAC keys (redistate.signing.SigningKeys) that seal events, trim
             anchors, checkpoints, deltas and records, checked on every read and verify;
             without them the digests catch accidental damage only.
+        server_check: before its first command the store reads each server's eviction
+            policy (a cluster: every primary). ``"warn"``: a policy other than
+            ``noeviction`` (or one that cannot be read) gives one RedistateWarning per
+            server and process, also logged on ``logging.getLogger("redistate")``;
+            ``"strict"``: UnsafeServer instead, before anything is sent; ``"off"``:
+            no check, no extra commands. The embedded server is never checked.
     """
 
     def __init__(
@@ -85,6 +92,7 @@ class AsyncStore:
         durability: Durability = DEFAULT_DURABILITY,
         replica_timeout: float = 1.0,
         signing: SigningKeys | None = None,
+        server_check: ServerCheck = "warn",
     ) -> None:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
@@ -98,7 +106,7 @@ class AsyncStore:
         self.signing = signing
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
-        self._conn = AsyncConnection(client, retry, durability, replica_timeout)
+        self._conn = AsyncConnection(client, retry, durability, replica_timeout, server_check)
         self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
@@ -155,6 +163,7 @@ class AsyncStore:
         durability: Durability = DEFAULT_DURABILITY,
         replica_timeout: float = 1.0,
         signing: SigningKeys | None = None,
+        server_check: ServerCheck = "warn",
         **redis_options: Any,
     ) -> AsyncStore:
         """Connect to a URL: ``redis://host:port/db`` (``rediss://``, ``unix://``),
@@ -183,6 +192,7 @@ class AsyncStore:
             durability=durability,
             replica_timeout=replica_timeout,
             signing=signing,
+            server_check=server_check,
         )
         store._others = others
         return store
@@ -199,6 +209,11 @@ class AsyncStore:
     def retry(self) -> RetryPolicy:
         """The retry policy in force."""
         return self._conn.policy
+
+    async def server_facts(self) -> list[ServerFacts]:
+        """Each server's eviction policy, persistence and replication, read now (a
+        cluster: every primary); ``findings()`` of each says what it means."""
+        return await self._conn.server_facts()
 
     @property
     def client(self) -> Redis | RedisCluster:

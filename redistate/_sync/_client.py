@@ -29,6 +29,16 @@ from ..durability import Durability, check_durability, check_replica_timeout
 from ..errors import LockLost, NotReplicated
 from ..retry import RetryPolicy, is_transient
 from ..scripts import Script, script, wrote
+from ..server import (
+    CONFIG_FIELDS,
+    INFO_SECTIONS,
+    ServerCheck,
+    ServerFacts,
+    check_server_check,
+    embedded_facts,
+    judge,
+    parse_facts,
+)
 
 __all__ = ["Connection"]
 
@@ -62,6 +72,9 @@ class Connection:
     """
 
     __slots__ = (
+        "_check",
+        "_check_lock",
+        "_checked",
         "_lock",
         "_nodes",
         "_replicas",
@@ -84,6 +97,7 @@ class Connection:
         policy: RetryPolicy | None = None,
         durability: Durability = DEFAULT_DURABILITY,
         replica_timeout: float = 1.0,
+        server_check: ServerCheck = "warn",
     ) -> None:
         if not isinstance(client, Redis | RedisCluster):
             raise TypeError(
@@ -115,9 +129,16 @@ class Connection:
         self.memory_ms = self.policy.memory_ms(self.timeout)
         self.resends = 0  # tries after a transient failure, for tests and metrics
         self.recovered = 0  # calls that succeeded only on a later try
+        # The server check runs before the first command (a constructor cannot do
+        # I/O); the embedded fakeredis never evicts, so it is not asked.
+        self._check: ServerCheck = check_server_check(server_check)
+        if type(client).__module__.startswith("fakeredis"):
+            self._check = "off"
+        self._checked: list[ServerFacts] | None = None
         # Until the first contact succeeds (see _ready) every call goes there first.
         self._unready = not type(client).__module__.startswith("fakeredis")
         self._lock = sync_lock()
+        self._check_lock = sync_lock()
         self._nodes: dict[str, Redis] = {}
         self.durability = durability
         self._replicas = check_durability(durability)
@@ -145,19 +166,27 @@ class Connection:
         return replicas
 
     def _ready(self) -> None:
-        """The store's first contact: a cluster learns its topology, one server is sent
-        TIME (which the namespace's ACL allows: the scripts call it). A failure no retry
-        cures is raised at once (a refused connection: nothing listens at the address;
-        a TLS certificate failure; no startup node answers); others are retried as
-        usual. After it, a refused connection is transient (a restarting server), and
-        calls pay one attribute test."""
+        """The store's first contact, before its first command: a cluster learns its
+        topology, and the servers are checked (``server_check``), or with the check off
+        one server is sent TIME (which the namespace's ACL allows: the scripts call it).
+        A failure no retry cures is raised at once (a refused connection: nothing
+        listens at the address; a TLS certificate failure; no startup node answers):
+        while ``_unready``, _recover asks first_contact. Until it succeeds every command
+        comes here first; after, a refused connection is transient (a restarting
+        server), and the hot path pays one attribute test."""
         try:
             if isinstance(self.client, RedisCluster):
                 sync_initialize(self.client, self._lock)
-            else:
+            elif self._check == "off":
                 self._contact()
         except (*ERRORS, rex.RedisClusterException) as exc:
             raise first_contact(exc, self.address) or translate(exc, self.address) from exc
+        if self._check != "off":
+            with self._check_lock:
+                if self._checked is None:
+                    facts = self.server_facts()
+                    judge(facts, self._check)  # raises UnsafeServer when strict
+                    self._checked = facts
         self._unready = False
 
     def _contact(self) -> None:
@@ -167,6 +196,56 @@ class Connection:
             call()
         except ERRORS as exc:
             self._recover(exc, call, started)
+
+    def server_facts(self) -> list[ServerFacts]:
+        """Each server's eviction, persistence and replication facts, read now (a
+        cluster: every primary): one pipeline per server, retried like a read."""
+        if type(self.client).__module__.startswith("fakeredis"):
+            return [embedded_facts(self.address)]
+        targets: list[tuple[str, Redis]] = []
+        if isinstance(self.client, RedisCluster):
+            sync_initialize(self.client, self._lock)
+            cluster: Any = self.client  # partly untyped in redis-py's sync flavour
+            for node in cluster.get_primaries():
+                targets.append((f"{node.host}:{node.port}", self._primary_client(node)))
+        else:
+            targets.append((self._primary_address(), self.client))
+        found = []
+        for address, client in targets:
+            call = functools.partial(self._facts_of, client, address)
+            started = time.monotonic()
+            try:
+                found.append(call())
+            except ERRORS as exc:
+                found.append(self._recover(exc, call, started))
+        return found
+
+    def _primary_address(self) -> str:
+        """The address, and for a Sentinel service the primary it names now."""
+        pool: Any = getattr(self.client, "connection_pool", None)
+        if not hasattr(pool, "get_master_address"):
+            return self.address
+        try:
+            host, port = pool.get_master_address()
+        except ERRORS:
+            return self.address  # the facts' own call reports what is wrong
+        return f"{self.address} (primary {host}:{port})"
+
+    @staticmethod
+    def _facts_of(client: Redis, address: str) -> ServerFacts:
+        # raise_on_error=False: a denied (NOPERM) or renamed (unknown command) CONFIG or
+        # INFO is a fact, not a failure; only a transient error is retried.
+        with client.pipeline(transaction=False) as pipe:
+            queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
+            for name in CONFIG_FIELDS:
+                queue("CONFIG", "GET", name)
+            for section in INFO_SECTIONS:
+                queue("INFO", section)
+            replies = pipe.execute(raise_on_error=False)
+        for reply in replies:
+            if isinstance(reply, Exception) and is_transient(reply):
+                raise reply
+        return parse_facts(address, replies)
 
     def _recover(
         self,
@@ -306,11 +385,14 @@ class Connection:
         if not isinstance(self.client, RedisCluster):
             return self.client
         cluster: Any = self.client
-        node = cluster.get_node_from_key(key)
+        return self._primary_client(cluster.get_node_from_key(key))
+
+    def _primary_client(self, node: Any) -> Redis:
+        """A plain client of one cluster node, kept until it fails (see _relearn)."""
         found = self._nodes.get(node.name)
         if found is None:
             found = self._nodes[node.name] = Redis(
-                host=node.host, port=node.port, **_node_options(cluster)
+                host=node.host, port=node.port, **_node_options(self.client)
             )
         return found
 

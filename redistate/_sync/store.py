@@ -20,6 +20,7 @@ from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..migrations import Migrations
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
+from ..server import ServerCheck, ServerFacts
 from ..signing import SigningKeys
 from ._client import Connection
 from ._connect import client_for
@@ -66,6 +67,12 @@ class Store:
         signing: HMAC keys (redistate.signing.SigningKeys) that seal events, trim
             anchors, checkpoints, deltas and records, checked on every read and verify;
             without them the digests catch accidental damage only.
+        server_check: before its first command the store reads each server's eviction
+            policy (a cluster: every primary). ``"warn"``: a policy other than
+            ``noeviction`` (or one that cannot be read) gives one RedistateWarning per
+            server and process, also logged on ``logging.getLogger("redistate")``;
+            ``"strict"``: UnsafeServer instead, before anything is sent; ``"off"``:
+            no check, no extra commands. The embedded server is never checked.
     """
 
     def __init__(
@@ -86,6 +93,7 @@ class Store:
         durability: Durability = DEFAULT_DURABILITY,
         replica_timeout: float = 1.0,
         signing: SigningKeys | None = None,
+        server_check: ServerCheck = "warn",
     ) -> None:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
@@ -99,7 +107,7 @@ class Store:
         self.signing = signing
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
-        self._conn = Connection(client, retry, durability, replica_timeout)
+        self._conn = Connection(client, retry, durability, replica_timeout, server_check)
         self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
@@ -156,6 +164,7 @@ class Store:
         durability: Durability = DEFAULT_DURABILITY,
         replica_timeout: float = 1.0,
         signing: SigningKeys | None = None,
+        server_check: ServerCheck = "warn",
         **redis_options: Any,
     ) -> Store:
         """Connect to a URL: ``redis://host:port/db`` (``rediss://``, ``unix://``),
@@ -184,6 +193,7 @@ class Store:
             durability=durability,
             replica_timeout=replica_timeout,
             signing=signing,
+            server_check=server_check,
         )
         store._others = others
         return store
@@ -200,6 +210,11 @@ class Store:
     def retry(self) -> RetryPolicy:
         """The retry policy in force."""
         return self._conn.policy
+
+    def server_facts(self) -> list[ServerFacts]:
+        """Each server's eviction policy, persistence and replication, read now (a
+        cluster: every primary); ``findings()`` of each says what it means."""
+        return self._conn.server_facts()
 
     @property
     def client(self) -> Redis | RedisCluster:

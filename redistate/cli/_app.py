@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from .. import Store
+from ..server import ServerCheck
 from ._embedded import embedded_url
 from ._keys import codec_from_env, signing_from_env
 
@@ -42,11 +43,15 @@ class Context:
         self.namespace = DEFAULT_NAMESPACE if namespace is None else namespace
         self._store: Store | None = None
         self._stack = contextlib.ExitStack()
+        self.server_check: ServerCheck = "warn"  # doctor reports the facts itself: "off"
 
     @property
     def url(self) -> str:
         if self._url is None:
             self._url = self._stack.enter_context(embedded_url())
+            # The CLI's own server, started with noeviction; its fakeredis fallback
+            # answers neither CONFIG nor INFO (it would be "unknown").
+            self.server_check = "off"
         return self._url
 
     @property
@@ -54,12 +59,14 @@ class Context:
         if self._store is None:
             codec = codec_from_env()  # before the server starts: bad keys change nothing
             signing = signing_from_env()
+            url = self.url  # first: starting the embedded server sets server_check
             self._store = Store.from_url(
-                self.url,
+                url,
                 namespace=self.namespace,
                 timeout=5,
                 codec=codec,
                 signing=signing,
+                server_check=self.server_check,
                 **self.tls,
             )
             self._stack.callback(self._store.close)

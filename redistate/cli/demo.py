@@ -95,6 +95,7 @@ def demo(
     ledger = Ledger(task_ids(tasks), steps)
     config = {
         "url": context.url,
+        "server_check": context.server_check,  # off for the CLI's own server
         "namespace": context.namespace,
         "tasks": tasks,
         "steps": steps,

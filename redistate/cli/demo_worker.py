@@ -42,7 +42,12 @@ class Worker:
         self.ttl: float = config["lease_ttl"]
         self.tasks = task_ids(config["tasks"])
         self.rng = random.Random(f"{config['seed']}/{self.id}")
-        self.store = Store.from_url(config["url"], namespace=config["namespace"], timeout=5)
+        self.store = Store.from_url(
+            config["url"],
+            namespace=config["namespace"],
+            timeout=5,
+            server_check=config.get("server_check", "warn"),
+        )
 
     def pending(self) -> list[str]:
         left = []

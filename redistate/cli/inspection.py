@@ -140,6 +140,7 @@ def restore(ctx: typer.Context, task: str = typer.Argument(..., help="the task i
     out = {
         "task": task,
         "complete": restored.complete,
+        "torn": restored.torn,  # a list of the task was lost: the next save repairs it
         "skipped": list(restored.skipped),
         "checkpoint": None
         if cp is None

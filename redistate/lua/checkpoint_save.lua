@@ -22,7 +22,9 @@ returns  {1, entry}: saved, entry is its id-list element;
 errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock
          (checked after the resend lookup). Both before any write.
 seq is the newest readable entry's seq + 1: strictly increasing per task, under any
-number of concurrent savers (scripts run one at a time). Entries are pushed in seq
+number of concurrent savers (scripts run one at a time). A torn task (the two lists of
+unequal length: one was evicted) is repaired first: both are trimmed to the pairs
+pushed together since; seq still follows the surviving ids (1 if none survived). Entries are pushed in seq
 order, so the newest readable one is the first from the head: a save costs O(1) in the
 history's length, except a caller-chosen id or a resend, which scan it (O(keep)).
 ]]
@@ -69,6 +71,18 @@ repeat
   end
   at = at + 16
 until seq > 0 or #batch < 16
+
+-- A torn task: one of the two lists was evicted (or lost) and the other kept. Pairs
+-- are pushed and trimmed together at the head, so the first min(lengths) are sound
+-- (those made since the tear); the rest cannot be paired: trimmed. seq was read above
+-- from the surviving ids, so it never goes back below what survives.
+local n_blobs, n_ids = redis.call('LLEN', KEYS[1]), redis.call('LLEN', KEYS[2])
+if n_blobs ~= n_ids then
+  local sound = math.min(n_blobs, n_ids)
+  for _, i in ipairs({1, 2}) do
+    if sound == 0 then redis.call('DEL', KEYS[i]) else redis.call('LTRIM', KEYS[i], 0, sound - 1) end
+  end
+end
 
 local now_us = rs_now_us()
 local entry = string.format('%016.0f,%013.0f,%s,%s,%s',
