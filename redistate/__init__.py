@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .migrations import Migrations
     from .records import DEFAULT, Record
     from .retry import RetryPolicy
+    from .signing import SigningKeys
 
 __version__ = "0.1.0"
 
@@ -85,6 +86,7 @@ __all__ = [
     "KeySpace",
     "Migrations",
     "RetryPolicy",
+    "SigningKeys",
     # errors
     "CodecError",
     "ConflictError",
@@ -131,6 +133,7 @@ _LAZY = {
     "KeySpace": ".keys",
     "Migrations": ".migrations",
     "RetryPolicy": ".retry",
+    "SigningKeys": ".signing",
 }
 
 

@@ -8,27 +8,34 @@ coroutine that is created and never awaited.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from .errors import LockLost
+
 __all__ = [
     "AwaitableInSync",
+    "async_confirm",
     "async_event",
     "async_initialize",
     "async_lock",
     "async_finish",
     "async_join",
+    "async_lost",
     "async_resolve",
     "async_sleep",
     "async_spawn",
     "async_wait",
+    "sync_confirm",
     "sync_event",
     "sync_initialize",
     "sync_lock",
     "sync_finish",
     "sync_join",
+    "sync_lost",
     "sync_resolve",
     "sync_sleep",
     "sync_spawn",
@@ -152,3 +159,38 @@ async def async_initialize(client: Any, lock: asyncio.Lock) -> None:
 
 def sync_initialize(client: Any, lock: threading.Lock) -> None:
     return None  # a sync RedisCluster learns its topology when it is built
+
+
+# -- a lease's local deadline, checked before a guarded write is sent -----------------
+# Flavour-neutral on purpose: LangGraph's saver may guard a sync store's writes with an
+# AsyncLease (or the other way round); `_overdue` is plain code in both flavours.
+
+
+async def async_confirm(lease: Any) -> None:
+    """Raise LockLost if ``lease`` is lost, not held or past its local deadline; the
+    first to find it so marks it lost (its ``on_lost`` runs)."""
+    problem = lease._overdue()
+    if problem is not None:
+        await async_lost(lease)
+        raise LockLost(problem)
+
+
+def sync_confirm(lease: Any) -> None:
+    problem = lease._overdue()
+    if problem is not None:
+        sync_lost(lease)
+        raise LockLost(problem)
+
+
+async def async_lost(lease: Any) -> None:
+    """Mark ``lease`` lost for good and run its ``on_lost`` once."""
+    marked = lease._mark_lost()
+    if inspect.isawaitable(marked):
+        await marked
+
+
+def sync_lost(lease: Any) -> None:
+    marked = lease._mark_lost()
+    if inspect.iscoroutine(marked):  # an AsyncLease guarding a sync store's write:
+        marked.close()  # its on_lost needs its own loop; the flag is set at least
+        lease.lost.set()

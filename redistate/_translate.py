@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from redis import exceptions as rex
 
-from .errors import IntegrityError, LockLost, RedistateError, StoreFull, StoreUnavailable
+from .errors import (
+    IntegrityError,
+    LockLost,
+    PermissionDenied,
+    RedistateError,
+    StoreFull,
+    StoreUnavailable,
+)
 from .retry import CREDENTIAL_ERRORS, is_transient
 
 __all__ = ["ERRORS", "describe", "translate", "unavailable"]
@@ -35,6 +43,50 @@ def describe(client: Any) -> str:
     return type(client).__name__
 
 
+# An ACL denial, as Redis 7 and Valkey word it outside and inside scripts ("NOPERM" is
+# stripped by redis-py); Redis 7.0 names no command inside a script, hence the check
+# every script starts with (scripts.py), which names it.
+_DENIED: Final = re.compile(
+    r"no permissions to|can't run this command|can't access at least one of the keys"
+    r"|^ACL failure in script",
+    re.IGNORECASE,
+)
+_DENIED_COMMAND: Final = re.compile(r"permissions to run the '([^']+)' command")
+_PIPELINE_COMMAND: Final = re.compile(r"^Command # \d+ \((\S+)")
+
+
+def _denied(exc: BaseException, address: str, command: str) -> PermissionDenied | None:
+    """PermissionDenied for an ACL refusal, naming the command; else None."""
+    text = str(exc)
+    if isinstance(exc, rex.ResponseError) and text.endswith("EXEC without MULTI"):
+        # redis-py's transactions always send MULTI first: only a denial refuses it.
+        return PermissionDenied(
+            "multi",
+            f"redis at {address} refused 'multi' to this user (ACL): EXEC without MULTI. "
+            f"No command was run in a transaction; `redistate acl` prints the ACL a "
+            f"namespace needs",
+        )
+    if not isinstance(exc, rex.NoPermissionError) and not (
+        isinstance(exc, rex.ResponseError) and _DENIED.search(text)
+    ):
+        return None
+    named = _DENIED_COMMAND.search(text)
+    queued = _PIPELINE_COMMAND.match(text)
+    if named:
+        command = named.group(1)
+    elif queued:
+        command = queued.group(1).lower()
+    elif "script" in text:
+        command = "?"  # a call inside a script, unnamed by Redis 7.0 and unchecked before
+    message = text.rpartition("of pipeline caused error: ")[2].rstrip(".")
+    command = command or "?"
+    return PermissionDenied(
+        command,
+        f"redis at {address} refused {command!r} to this user (ACL): {message}. The "
+        f"command was not run; `redistate acl` prints the ACL a namespace needs",
+    )
+
+
 def unavailable(exc: BaseException, address: str, tries: int, seconds: float) -> StoreUnavailable:
     """The error for a call whose every try failed transiently; raise it ``from exc``."""
     return StoreUnavailable(
@@ -43,13 +95,17 @@ def unavailable(exc: BaseException, address: str, tries: int, seconds: float) ->
     )
 
 
-def translate(exc: BaseException, address: str) -> RedistateError:
+def translate(exc: BaseException, address: str, command: str = "") -> RedistateError:
     """The redistate error for a redis-py (or socket) error; raise it ``from exc``.
 
     StoreUnavailable only for conditions a retry may cure; StoreFull when maxmemory
-    refuses a write; refused credentials and other error replies are RedistateError
-    (IntegrityError for values that are not records).
+    refuses a write; PermissionDenied for an ACL denial, naming the command (the
+    server's words, else ``command``, the one sent); refused credentials and other
+    error replies are RedistateError (IntegrityError for values that are not records).
     """
+    denied = _denied(exc, address, command)
+    if denied is not None:
+        return denied
     if isinstance(exc, CREDENTIAL_ERRORS):
         return RedistateError(f"redis at {address} refused the credentials: {exc}")
     if is_transient(exc):

@@ -8,6 +8,13 @@ merge patches made after the newest checkpoint; a save compacts it away.
 Blob: ``K1,<sha256 hex>,<z|->\\n<meta JSON>\\n<payload>``, the payload being the state's
 JSON, zlib-compressed above a threshold. The digest covers the meta JSON and the
 uncompressed state JSON, and is checked on every read.
+
+With signing keys (redistate.signing) the digest is a seal ``<key id>:<HMAC hex>`` over
+the task's key, the checkpoint's id, the meta JSON and the state, and a delta's digest
+line a seal over the log's key, the delta's id, the checkpoint it follows (the log
+script appends it only after that one), its schema and its body: a state moved into
+another checkpoint, or a delta to another task or checkpoint, no longer authenticates.
+Not covered: the id entries (seq, time, fence, parent), which the server writes.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from .leases import guard_args
 from .mergepatch import merge_patch
 from .migrations import Migrations
 from .records import Default, check_max_bytes
+from .signing import SigningKeys, digest_problem, is_seal
 from .steps import Step
 
 __all__ = ["Checkpoint", "CheckpointSpec", "Restored", "new_checkpoint_id"]
@@ -40,7 +48,7 @@ _ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ENTRY_RE: Final = re.compile(
     rb"(\d{16}),(\d{13}),(\d+),([A-Za-z0-9_-]{1,64}),([A-Za-z0-9_-]{0,64})"
 )
-_BLOB_RE: Final = re.compile(rb"K1,([0-9a-f]{64}),([z-])\n")
+_BLOB_RE: Final = re.compile(rb"K1,((?:[A-Za-z0-9_-]{1,32}:)?[0-9a-f]{64}),([z-])\n")
 _DELTA_RE: Final = re.compile(rb"D1,([A-Za-z0-9_-]{1,64}),([A-Za-z0-9_-]{0,64}),(\d{13})\n")
 
 
@@ -115,6 +123,7 @@ class CheckpointSpec:
         "keys",
         "max_bytes",
         "max_deltas",
+        "signing",
         "ttl_ms",
     )
 
@@ -129,9 +138,11 @@ class CheckpointSpec:
         compress_above: int = 16 * 1024,
         max_deltas: int = 1000,
         migrations: Migrations | None = None,
+        signing: SigningKeys | None = None,
     ) -> None:
         self.keys = keys
         self.codec = codec
+        self.signing = signing
         self._migrations = migrations
         self.keep = check_keep(keep)
         self.ttl_ms = check_ttl(ttl, "task ttl")
@@ -231,8 +242,8 @@ class CheckpointSpec:
             ) from exc
         if len(state_bytes) + len(meta) > self.max_bytes:
             raise StateTooLarge(len(state_bytes) + len(meta), self.max_bytes, key)
-        blob = self._sealed(meta, state_bytes)
-        return blob, blob[3:67].decode(), stored_metadata
+        blob = self._sealed(key, checkpoint_id, meta, state_bytes)
+        return blob, _name(blob)[3:].decode(), stored_metadata
 
     def saved(
         self,
@@ -256,20 +267,22 @@ class CheckpointSpec:
             digest=digest,
         )
 
-    def delta_blob(self, key: str, delta: Any) -> bytes:
+    def delta_blob(self, key: str, delta_id: str, delta: Any, snapshot: str = "") -> bytes:
         """Encode a delta, a merge patch object: ``<sha256 hex>[,<schema>]`` newline
         ``<codec bytes>``; the schema (written past 1, inside the digest) is the one the
         patch was made against, so a restore brings the state there before applying it.
 
         A patch that is not an object would replace the whole state (RFC 7386), almost
-        always a mistake in a delta log, so it is refused.
+        always a mistake in a delta log, so it is refused. With signing keys the seal
+        names ``snapshot``, the checkpoint the delta follows (checkpoint_log appends it
+        only after that one).
         """
         if not isinstance(delta, dict):
             raise TypeError(f"a delta must be a dict (a merge patch), got {type(delta).__name__}")
         body = self.codec.encode(to_json_value(delta), key.encode("utf-8"))
         if len(body) > self.max_bytes:
             raise StateTooLarge(len(body), self.max_bytes, key)
-        return _delta_line(self.schema, body) + body
+        return self._delta_line(key, delta_id, snapshot, self.schema, body) + body
 
     def save_args(
         self,
@@ -329,9 +342,10 @@ class CheckpointSpec:
         return replace(saved, state=self.upgraded(schema, saved.state, where))
 
     def _saved(
-        self, task_id: str, key: str, entry: bytes, blob: bytes | None
+        self, task_id: str, key: str, entry: bytes, blob: bytes | None, strict: bool = False
     ) -> tuple[Checkpoint, int]:
-        """One checkpoint as saved (state in its own schema), and that schema."""
+        """One checkpoint as saved (state in its own schema), and that schema.
+        ``strict``: a seal this store has no keys to check is a problem too (verify)."""
         fields = _entry(task_id, entry)
         where = f"checkpoint {fields.id} of task {task_id!r}"
         head = None if blob is None else _BLOB_RE.match(blob)
@@ -344,8 +358,9 @@ class CheckpointSpec:
             raise IntegrityError(f"{where} is truncated")
         meta_bytes, payload = rest[:newline], rest[newline + 1 :]
         state_bytes = _inflate(payload, where) if flag == b"z" else payload
-        if _digest(meta_bytes, state_bytes) != digest:
-            raise IntegrityError(f"{where} does not match its SHA-256 digest")
+        # Sealed with the id of the entry it is stored next to: a blob (or a state)
+        # moved into another checkpoint's slot fails here.
+        self._check(where, head.group(1), key, fields.id, meta_bytes, state_bytes, strict)
         meta = orjson.loads(meta_bytes)
         if meta.get("id") != fields.id:
             raise IntegrityError(f"{where} is stored next to another checkpoint's entry")
@@ -370,11 +385,14 @@ class CheckpointSpec:
         Raises:
             IntegrityError: the blob is damaged (its digest is checked first).
         """
-        meta, state_bytes, where = _opened(key, blob)
-        if current(state_bytes):
+        meta, state_bytes, where, cid = self._opened(key, blob)
+        fresh = state_bytes
+        if not current(state_bytes):
+            state = _decode(self.codec, state_bytes, key, where)
+            fresh = self.codec.encode(state, key.encode("utf-8"))
+        elif not self._resealed(blob):
             return None
-        state = _decode(self.codec, state_bytes, key, where)
-        return blob[:67], self._sealed(meta, self.codec.encode(state, key.encode("utf-8")))
+        return _name(blob), self._sealed(key, cid, meta, fresh)
 
     def migrated_blob(self, key: str, blob: bytes) -> tuple[bytes, str, bytes] | None:
         """(prefix naming ``blob``, its checkpoint id, the same checkpoint with its state
@@ -383,7 +401,7 @@ class CheckpointSpec:
         Raises:
             IntegrityError: the blob is damaged. SchemaError: it is newer than this code.
         """
-        meta, state_bytes, where = _opened(key, blob)
+        meta, state_bytes, where, cid = self._opened(key, blob)
         fields = orjson.loads(meta)
         schema = _schema(fields, where)
         if schema == self.schema:
@@ -391,31 +409,145 @@ class CheckpointSpec:
         state = self.upgraded(schema, _decode(self.codec, state_bytes, key, where), where)
         fields["schema"] = self.schema
         fresh_meta = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
-        sealed = self._sealed(fresh_meta, self.codec.encode(state, key.encode("utf-8")))
-        return blob[:67], str(fields.get("id", "")), sealed
+        sealed = self._sealed(key, cid, fresh_meta, self.codec.encode(state, key.encode("utf-8")))
+        return _name(blob), cid, sealed
 
-    def _sealed(self, meta: bytes, state_bytes: bytes) -> bytes:
-        """A checkpoint blob of ``meta`` and encoded state: digest, compression."""
+    def _sealed(self, key: str, checkpoint_id: str, meta: bytes, state_bytes: bytes) -> bytes:
+        """A checkpoint blob of ``meta`` and encoded state: digest (or seal), compression."""
         compress = len(state_bytes) > self.compress_above
         body = zlib.compress(state_bytes, 1) if compress else state_bytes
-        digest = _digest(meta, state_bytes).encode()
+        if self.signing is None:
+            digest = _digest(meta, state_bytes).encode()
+        else:
+            digest = self.signing.seal(
+                b"checkpoint", key.encode("utf-8"), checkpoint_id.encode(), meta, state_bytes
+            )
         return b"K1,%s,%s\n%s\n%s" % (digest, b"z" if compress else b"-", meta, body)
+
+    def _check(
+        self,
+        where: str,
+        digest: bytes,
+        key: str,
+        checkpoint_id: str,
+        meta: bytes,
+        state: bytes,
+        strict: bool = False,
+    ) -> None:
+        problem = digest_problem(
+            self.signing,
+            digest,
+            lambda: _digest(meta, state).encode(),
+            b"checkpoint",
+            key.encode("utf-8"),
+            checkpoint_id.encode(),
+            meta,
+            state,
+            unverifiable=strict,
+            what="SHA-256 digest",
+        )
+        if problem is not None:
+            raise IntegrityError(f"{where} {problem}")
+
+    def _resealed(self, blob: bytes) -> bool:
+        """Whether rotate-keys must seal a checkpoint or delta anew (not under the primary)."""
+        return self.signing is not None and not self.signing.current(_seal_of(blob))
+
+    def _opened(self, key: str, blob: bytes) -> tuple[bytes, bytes, str, str]:
+        """(meta JSON, state bytes, a name for messages, the checkpoint id) of a stored
+        blob, digest or seal checked (against the id its meta names: no entry at hand)."""
+        head = _BLOB_RE.match(blob)
+        newline = -1 if head is None else blob.find(b"\n", head.end())
+        if head is None or newline < 0:
+            raise IntegrityError(f"a checkpoint of {key!r} has no valid header")
+        flag, meta = head.group(2), blob[head.end() : newline]
+        where = f"checkpoint {head.group(1)[:12].decode('ascii', 'replace')}… of {key!r}"
+        payload = blob[newline + 1 :]
+        state_bytes = _inflate(payload, where) if flag == b"z" else payload
+        try:
+            cid = str(orjson.loads(meta).get("id", ""))
+        except (orjson.JSONDecodeError, AttributeError):
+            raise IntegrityError(f"{where} has malformed metadata") from None
+        self._check(where, head.group(1), key, cid, meta, state_bytes)
+        return meta, state_bytes, where, cid
+
+    def log_args(self, sealed_for: str | None) -> tuple[str, ...]:
+        """checkpoint_log's optional ARGV[8]: the snapshot a sealed delta names."""
+        return () if self.signing is None or sealed_for is None else (f"={sealed_for}",)
+
+    def _delta_line(
+        self, log_key: str, delta_id: str, snapshot: str, schema: int, body: bytes
+    ) -> bytes:
+        """A delta's digest line: unkeyed, :func:`_delta_line`; with signing keys a seal
+        over the log's key, the delta's id, the checkpoint it follows, the schema and
+        the body (``,<schema>`` after it past schema 1)."""
+        if self.signing is None:
+            return _delta_line(schema, body)
+        parts = (log_key.encode("utf-8"), delta_id.encode(), snapshot.encode(), b"%d" % schema)
+        seal = self.signing.seal(b"delta", *parts, body)
+        return seal + (b"\n" if schema == 1 else b",%d\n" % schema)
+
+    def _delta_body(
+        self,
+        log_key: str,
+        delta_id: str,
+        snapshot: str,
+        rest: bytes,
+        *,
+        unverifiable: bool = False,
+    ) -> tuple[int, bytes] | str:
+        """(schema, body) of a delta after its header line, or why its digest or seal
+        fails."""
+        line, _, body = rest.partition(b"\n")
+        digest, comma, schema_text = line.partition(b",")
+        schema = 1
+        if comma:
+            if not schema_text.isdigit() or schema_text.startswith(b"0"):
+                return "has a malformed schema"
+            schema = int(schema_text)
+        if not digest:
+            return "has no digest"
+        problem = digest_problem(
+            self.signing,
+            digest,
+            lambda: _delta_line(schema, body)[:64],
+            b"delta",
+            log_key.encode("utf-8"),
+            delta_id.encode(),
+            snapshot.encode(),
+            b"%d" % schema,
+            body,
+            unverifiable=unverifiable,
+            what="SHA-256 digest",
+        )
+        if problem is not None:
+            return problem
+        if not is_seal(digest) and _delta_line(schema, body) != line + b"\n":
+            return "does not match its SHA-256 digest (edited)"
+        return schema, body
 
     def recoded_delta(
         self, log_key: str, raw: bytes, current: Callable[[bytes], bool]
     ) -> tuple[bytes, bytes] | None:
         """Like :meth:`recoded_blob`, for one stored delta of the log at ``log_key``."""
         head = _DELTA_RE.match(raw)
-        found = None if head is None else _delta_body(raw[head.end() :])
-        if head is None or found is None:
-            raise IntegrityError(f"a delta of {log_key!r} is damaged: {raw[:80]!r}")
+        delta_id = "" if head is None else head.group(1).decode()
+        snapshot = "" if head is None else head.group(2).decode()
+        found: tuple[int, bytes] | str = "has no valid header"
+        if head is not None:
+            found = self._delta_body(log_key, delta_id, snapshot, raw[head.end() :])
+        if head is None or isinstance(found, str):
+            raise IntegrityError(f"delta {delta_id or '?'} of {log_key!r} {found}")
         schema, body = found
-        if current(body):
+        fresh = body
+        if not current(body):
+            delta = _decode(self.codec, body, log_key, f"a delta of {log_key!r}")
+            fresh = self.codec.encode(delta, log_key.encode("utf-8"))
+        elif not self._resealed(raw[head.end() :]):
             return None
-        delta = _decode(self.codec, body, log_key, f"a delta of {log_key!r}")
-        fresh = self.codec.encode(delta, log_key.encode("utf-8"))
         prefix = raw[: raw.index(b",", 3) + 1]  # "D1,<id>,"
-        return prefix, raw[: head.end()] + _delta_line(schema, fresh) + fresh
+        line = self._delta_line(log_key, delta_id, snapshot, schema, fresh)
+        return prefix, raw[: head.end()] + line + fresh
 
     def history(self, task_id: str, key: str, reply: Any) -> list[Checkpoint]:
         entries, blobs = reply[0], reply[1]
@@ -449,7 +581,7 @@ class CheckpointSpec:
         where = f"checkpoint {chosen.id if chosen else '(none)'} of task {task_id!r}"
         at = schema  # the schema the state being folded is in
         for raw in deltas:
-            delta_id, snapshot, patch, made_at = self._delta(raw, log_key)
+            delta_id, snapshot, patch, made_at, _ = self._delta(raw, log_key)
             if delta_id is not None and delta_id in seen:
                 continue  # a resend that arrived after another delta: applied once
             if delta_id is not None:
@@ -482,35 +614,39 @@ class CheckpointSpec:
             try:
                 if entry is None:
                     raise IntegrityError(f"checkpoint #{n} of task {task_id!r} has no id entry")
-                self._saved(task_id, key, entry, blobs[n] if n < len(blobs) else None)
+                self._saved(task_id, key, entry, blobs[n] if n < len(blobs) else None, True)
             except IntegrityError as exc:
                 bad.append((name, str(exc)))
         log_key = self.keys.task_log(task_id)
         for n, raw in enumerate(deltas):
-            delta_id, _, patch, _ = self._delta(raw, log_key)
+            delta_id, _, patch, _, why = self._delta(raw, log_key, strict=True)
             if patch is _DAMAGED:
                 name = delta_id or f"delta #{n}"
-                bad.append((name, f"delta {name} of task {task_id!r} is damaged"))
+                bad.append((name, f"delta {name} of task {task_id!r} is damaged: {why}"))
         count = max(len(entries), len(blobs)) + len(deltas)
         return Verification(
             not bad, count, bad[0][0] if bad else None, tuple(problem for _, problem in bad)
         )
 
-    def _delta(self, raw: bytes, log_key: str) -> tuple[str | None, str, Any, int]:
+    def _delta(
+        self, raw: bytes, log_key: str, *, strict: bool = False
+    ) -> tuple[str | None, str, Any, int, str]:
         """(id, the checkpoint it follows, the patch or _DAMAGED, the schema it was
-        made against)."""
+        made against, why it is damaged or "")."""
         head = _DELTA_RE.match(raw)
         if head is None:
-            return None, "", _DAMAGED, 1
+            return None, "", _DAMAGED, 1, "has no valid header"
         delta_id, snapshot = head.group(1).decode(), head.group(2).decode()
-        found = _delta_body(raw[head.end() :])
-        if found is None:
-            return delta_id, snapshot, _DAMAGED, 1
+        rest = raw[head.end() :]
+        found = self._delta_body(log_key, delta_id, snapshot, rest, unverifiable=strict)
+        if isinstance(found, str):
+            return delta_id, snapshot, _DAMAGED, 1, found
         schema, body = found
         try:
-            return delta_id, snapshot, self.codec.decode(body, log_key.encode("utf-8")), schema
-        except CodecError:
-            return delta_id, snapshot, _DAMAGED, schema
+            patch = self.codec.decode(body, log_key.encode("utf-8"))
+            return delta_id, snapshot, patch, schema, ""
+        except CodecError as exc:
+            return delta_id, snapshot, _DAMAGED, schema, f"does not decode: {exc}"
 
     def _migrations_to(self, schema: int, target: int, state: Any, where: str) -> Any:
         """``state`` at ``schema`` brought to ``target`` (not past it: a delta made there
@@ -530,20 +666,6 @@ def _delta_line(schema: int, body: bytes) -> bytes:
         return hashlib.sha256(body).hexdigest().encode() + b"\n"
     digest = hashlib.sha256(b"%d\n%s" % (schema, body)).hexdigest().encode()
     return b"%s,%d\n" % (digest, schema)
-
-
-def _delta_body(rest: bytes) -> tuple[int, bytes] | None:
-    """(schema, body) of a delta after its header line, or None if its digest fails."""
-    line, _, body = rest.partition(b"\n")
-    digest, comma, schema_text = line.partition(b",")
-    schema = 1
-    if comma:
-        if not schema_text.isdigit() or schema_text.startswith(b"0"):
-            return None
-        schema = int(schema_text)
-    if _delta_line(schema, body) != line + b"\n" or not digest:
-        return None
-    return schema, body
 
 
 class _Entry(NamedTuple):
@@ -572,19 +694,16 @@ def _entry(task_id: str, entry: bytes) -> _Entry:
     )
 
 
-def _opened(key: str, blob: bytes) -> tuple[bytes, bytes, str]:
-    """(meta JSON, state bytes, a name for messages) of a stored blob, digest checked."""
-    head = _BLOB_RE.match(blob)
-    newline = -1 if head is None else blob.find(b"\n", head.end())
-    if head is None or newline < 0:
-        raise IntegrityError(f"a checkpoint of {key!r} has no valid header")
-    flag, meta = head.group(2), blob[head.end() : newline]
-    where = f"checkpoint {blob[3:15].decode('ascii', 'replace')}… of {key!r}"
-    payload = blob[newline + 1 :]
-    state_bytes = _inflate(payload, where) if flag == b"z" else payload
-    if _digest(meta, state_bytes) != head.group(1).decode():
-        raise IntegrityError(f"{where} does not match its SHA-256 digest")
-    return meta, state_bytes, where
+def _name(blob: bytes) -> bytes:
+    """The prefix naming a stored checkpoint blob: ``K1,<digest or seal>``."""
+    return blob[: blob.index(b",", 3)]
+
+
+def _seal_of(data: bytes) -> bytes:
+    """The digest or seal of a checkpoint blob, or of a delta's digest line."""
+    if data.startswith(b"K1,"):
+        return _name(data)[3:]
+    return data.partition(b"\n")[0].partition(b",")[0]
 
 
 def _schema(meta: dict[str, Any], where: str) -> int:

@@ -123,8 +123,10 @@ class NotReplicated(RedistateError):
 
 
 class PermissionDenied(RedistateError):
-    """The server's ACL refused a command (NOPERM), also one called inside a script.
-    Never retried: the user's permissions must change first. Nothing was written."""
+    """The server's ACL refused a command (NOPERM), also one called inside a script;
+    ``command`` names it (lowercase, as ACL rules do). Never retried: the user's
+    permissions must change first. The command, or the script it was in, changed
+    nothing: every script checks its commands before its first write."""
 
     def __init__(self, command: str, message: str) -> None:
         self.command = command

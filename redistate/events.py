@@ -6,6 +6,11 @@ its position ``n``, ``t`` type, ``s`` schema, ``at`` (the appender's clock, ms),
 SHA-256 over the previous digest and the canonical event. Removing, reordering or
 editing an event breaks the chain at that point, and :meth:`EventSpec.verify` says where.
 The digest covers the encoded payload, so a chain verifies without the codec's keys.
+
+That catches accidental damage only: whoever can write to Redis can edit an event and
+recompute every digest after it. With signing keys (redistate.signing) ``d`` is a seal
+``<key id>:<HMAC-SHA-256 hex>`` over the stream's key and the canonical event instead,
+so a chain cannot be recomputed without the key; each read checks each event's seal.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from .codec import Codec
 from .errors import IntegrityError, SchemaError, StateTooLarge
 from .mergepatch import merge_patch
 from .migrations import Migrations
+from .signing import SigningKeys, digest_problem
 
 __all__ = [
     "Anchor",
@@ -35,7 +41,7 @@ __all__ = [
 ]
 
 _TYPE_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
-_HEX64: Final = re.compile(rb"[0-9a-f]{64}")
+_DIGEST: Final = re.compile(rb"(?:[A-Za-z0-9_-]{1,32}:)?[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,19 +112,62 @@ class Anchor:
     state: Any
     removed: int
     raw: bytes = b""  # the state as stored (encoded by the codec)
+    seal: bytes = b""  # its state digest or seal as stored
 
 
 class EventSpec:
     """The events' settings and every non-I/O step of their operations."""
 
-    __slots__ = ("_migrations", "codec", "max_bytes")
+    __slots__ = ("_migrations", "codec", "max_bytes", "signing")
 
     def __init__(
-        self, codec: Codec, *, max_bytes: int, migrations: Migrations | None = None
+        self,
+        codec: Codec,
+        *,
+        max_bytes: int,
+        migrations: Migrations | None = None,
+        signing: SigningKeys | None = None,
     ) -> None:
         self.codec = codec
         self.max_bytes = max_bytes
         self._migrations = migrations
+        self.signing = signing
+
+    def digest(
+        self, key: str, prev: str, seq: int, type: str, schema: int, at_ms: int, payload: bytes
+    ) -> str:
+        """An event's chain link: its seal with signing keys, else its SHA-256 digest."""
+        if self.signing is None:
+            return digest_of(prev, seq, type, schema, at_ms, payload)
+        data = canonical(prev, seq, type, schema, at_ms, payload)
+        return self.signing.seal(b"event", key.encode("utf-8"), data).decode()
+
+    def state_seal(self, key: str, chain_digest: str, state: bytes) -> str:
+        """What binds a trim anchor's state to the chain digest (and, sealed, to ``key``)."""
+        if self.signing is None:
+            return state_digest(chain_digest, state)
+        seal = self.signing.seal(b"anchor", key.encode("utf-8"), chain_digest.encode(), state)
+        return seal.decode()
+
+    def link_problem(
+        self, key: str, fields: dict[bytes, bytes], *, unverifiable: bool = True
+    ) -> str | None:
+        """Why an event's ``d`` does not cover its own fields — or None (see _check)."""
+        prev, seq, kind = fields[b"prev"].decode(), int(fields[b"n"]), fields[b"t"].decode()
+        schema, at_ms, data = int(fields[b"s"]), int(fields[b"at"]), fields[b"p"]
+        return digest_problem(
+            self.signing,
+            fields[b"d"],
+            lambda: digest_of(prev, seq, kind, schema, at_ms, data).encode(),
+            b"event",
+            key.encode("utf-8"),
+            canonical(prev, seq, kind, schema, at_ms, data),
+            unverifiable=unverifiable,
+        )
+
+    def resealed(self, digest: bytes) -> bool:
+        """Whether a rewrite must seal this event anew (not under the primary key)."""
+        return self.signing is not None and not self.signing.current(digest)
 
     @property
     def schema(self) -> int:
@@ -133,6 +182,7 @@ class EventSpec:
 
     def append_args(
         self,
+        key: str,
         head: tuple[str, int],
         type: str,
         at_ms: int,
@@ -143,7 +193,7 @@ class EventSpec:
     ) -> tuple[tuple[Any, ...], str]:
         """(ARGV of event_append, the digest) for an event after the chain end ``head``."""
         prev, seq = head[0], head[1] + 1
-        digest = digest_of(prev, seq, type, self.schema, at_ms, data)
+        digest = self.digest(key, prev, seq, type, self.schema, at_ms, data)
         args = (prev, seq, type, self.schema, at_ms, data, digest, lease, write_id, memory_ms)
         return args, digest
 
@@ -153,10 +203,20 @@ class EventSpec:
             return Anchor("", "", 0, {}, 0)
         try:
             digest, state = fields[b"digest"].decode(), fields[b"state"]
-            if state_digest(digest, state).encode() != fields[b"state_digest"]:
-                raise IntegrityError(
-                    f"the trim anchor of {key!r} does not match its state digest (edited)"
-                )
+            seal = fields[b"state_digest"]
+            problem = digest_problem(
+                self.signing,
+                seal,
+                lambda: state_digest(digest, state).encode(),
+                b"anchor",
+                key.encode("utf-8"),
+                digest.encode(),
+                state,
+                unverifiable=False,
+                what="state digest",
+            )
+            if problem is not None:
+                raise IntegrityError(f"the trim anchor of {key!r} {problem}")
             return Anchor(
                 fields[b"id"].decode(),
                 digest,
@@ -164,6 +224,7 @@ class EventSpec:
                 self.codec.decode(state, key.encode("utf-8")),
                 int(fields.get(b"removed", b"0")),
                 state,
+                seal,
             )
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise IntegrityError(f"the trim anchor of {key!r} is malformed: {exc!r:.80}") from None
@@ -215,7 +276,8 @@ class EventSpec:
     ) -> tuple[list[tuple[Any, ...]], int]:
         """The chain rebuilt with ``payload(schema, data)``'s replacements — ARGV groups
         of event_rewrite's "add" (id, n, t, s, at, p, prev, d) — and how many events
-        changed. Types, times, positions and stream ids stay.
+        changed (with signing keys, also those sealed anew: not under the primary key).
+        Types, times, positions and stream ids stay.
 
         Raises:
             IntegrityError: the chain does not verify as it is. A rewrite recomputes
@@ -235,7 +297,9 @@ class EventSpec:
             fresh = payload(schema, data)
             if fresh is not None:
                 (schema, data), changed = fresh, changed + 1
-            digest = digest_of(prev, seq, kind, schema, at_ms, data)
+            elif self.resealed(fields[b"d"]):
+                changed += 1
+            digest = self.digest(key, prev, seq, kind, schema, at_ms, data)
             rows.append((entry_id, seq, kind, schema, at_ms, data, prev, digest))
             prev = digest
         return rows, changed
@@ -256,10 +320,14 @@ class EventSpec:
         value = self._migrations.upgrade("event", schema, value, where)
         return self.schema, self.codec.encode(value, key.encode("utf-8"))
 
-    def event(self, key: str, entry_id: bytes | str, fields: dict[bytes, bytes]) -> Event:
+    def event(
+        self, key: str, entry_id: bytes | str, fields: dict[bytes, bytes], *, check: bool = True
+    ) -> Event:
         """A stream entry as an Event: payload decoded and migrated to :attr:`schema`
         (``Event.schema`` says what it was appended with). IntegrityError if a field is
-        missing or malformed; SchemaError if it is newer than this code."""
+        missing or malformed, or (with signing keys, unless ``check`` is False: what was
+        just sealed) its seal does not authenticate it; SchemaError if it is newer than
+        this code. Whether it follows the event before it is :meth:`verify`'s part."""
         eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         try:
             seq, schema, at_ms = int(fields[b"n"]), int(fields[b"s"]), int(fields[b"at"])
@@ -267,6 +335,10 @@ class EventSpec:
             data = fields[b"p"]
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise IntegrityError(f"event {eid} of {key!r} is malformed: {exc!r:.120}") from None
+        if check and self.signing is not None:
+            problem = self.link_problem(key, fields)
+            if problem is not None:
+                raise IntegrityError(f"event {eid} of {key!r} {problem}")
         payload = self.codec.decode(data, key.encode("utf-8"))
         if self._migrations is not None:
             payload = self._migrations.upgrade("event", schema, payload, f"event {eid} of {key!r}")
@@ -287,13 +359,14 @@ class EventSpec:
         self, key: str, anchor: tuple[str, int], entries: Iterable[tuple[Any, dict[bytes, bytes]]]
     ) -> Verification:
         """Recompute the chain from ``anchor`` (digest, position: "" and 0 untrimmed)
-        over the stream's entries, oldest first. Needs no codec key: it hashes bytes."""
+        over the stream's entries, oldest first. Needs no codec key: it hashes bytes
+        (but the signing keys, for a sealed chain: without them it cannot be checked)."""
         prev, seq = anchor
         count, first_bad, problems = 0, None, []
         for entry_id, fields in entries:
             count += 1
             eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-            problem = _check(prev, seq, fields)
+            problem = _check(prev, seq, fields) or self.link_problem(key, fields)
             if problem is not None:
                 first_bad = first_bad or eid
                 problems.append(f"event {eid}: {problem}")
@@ -310,7 +383,8 @@ def _int(raw: bytes | None, default: int) -> int:
 
 
 def _check(prev: str, seq: int, fields: dict[bytes, bytes]) -> str | None:
-    """Why this entry does not continue the chain (prev, seq) — or None."""
+    """Why this entry does not continue the chain (prev, seq) — or None; whether its
+    digest covers it is checked next (EventSpec.link_problem)."""
     missing = [n for n in (b"n", b"t", b"s", b"at", b"p", b"prev", b"d") if n not in fields]
     if missing:
         return f"missing fields {b','.join(missing).decode()}"
@@ -322,20 +396,10 @@ def _check(prev: str, seq: int, fields: dict[bytes, bytes]) -> str | None:
         return "does not follow the event before it (an event was removed or reordered)"
     if _int(fields[b"n"], -1) != seq + 1:
         return f"is at position {fields[b'n'].decode(errors='replace')}, expected {seq + 1}"
-    digest = fields[b"d"]
-    if not _HEX64.fullmatch(digest):
+    if not _DIGEST.fullmatch(fields[b"d"]):
         return "has a malformed digest"
     try:
-        want = digest_of(
-            prev,
-            seq + 1,
-            fields[b"t"].decode(),
-            int(fields[b"s"]),
-            int(fields[b"at"]),
-            fields[b"p"],
-        )
-    except (ValueError, UnicodeDecodeError):
+        fields[b"t"].decode()
+    except UnicodeDecodeError:
         return "has a malformed field"
-    if want.encode() != digest:
-        return "does not match its digest (edited)"
-    return None
+    return None  # the digest itself: EventSpec.link_problem

@@ -159,10 +159,11 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
     def _loads(self, kind: bytes, data: bytes) -> Any:
         return self.serde.loads_typed((kind.decode(), data))
 
-    def _guard(self, thread_id: str) -> str:
+    def _guard(self, thread_id: str) -> tuple[str, Any]:
+        """(the lease value the script checks, the lease) for a write to the thread."""
         if self._lease is None or self._lease.name != thread_id:
-            return ""
-        return guard_args(self._lease, thread_id, self.spec.keys.lock(thread_id))[1]
+            return "", None
+        return guard_args(self._lease, thread_id, self.spec.keys.lock(thread_id))[1], self._lease
 
     def _put_args(
         self,
@@ -197,7 +198,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                              "checkpoint_id": checkpoint["id"]}
         }  # fmt: skip
-        return (*args, self._guard(thread_id)), saved
+        return (*args, *self._guard(thread_id)), saved
 
     def _writes_args(
         self,
@@ -216,7 +217,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             suffix = self.spec.write_suffix(task_path, task_id, index)
             items.append((suffix, index < 0, pack(channel.encode(), *self._typed(value))))
         member = self.spec.member(ns, checkpoint_id)
-        return thread_id, member, items, self._guard(thread_id)
+        return thread_id, member, items, *self._guard(thread_id)
 
     def _range(self, config: RunnableConfig) -> tuple[str, bytes, bytes]:
         thread_id, ns = _thread(config)

@@ -1,9 +1,12 @@
-"""Fenced leases: the pure half (tokens, values, replies, wait deadlines). No I/O.
+"""Fenced leases: the pure half (tokens, values, replies, deadlines). No I/O.
 
 A lease is the lock key ``ns:lock:{name}`` holding ``<token>,<fence>`` with a TTL. The
-fence comes from ``ns:fence:{name}``, a counter that only grows: a holder's fence is
-larger than every earlier holder's, across expiry and deletion of the lock key. Guarded
-writes compare the lock key's value with the lease's in the write script itself.
+fence is ``max(last fence + 1, server time in µs)``, the last one kept in
+``ns:fence:{name}`` for as long as the lease: a holder's fence is larger than every
+earlier holder's, across expiry and deletion of the lock key, restarts, restores and
+failovers (while the servers' clocks agree). Guarded writes compare the lock key's
+value with the lease's in the write script itself; before sending one, and before
+``run.step`` calls its function, the lease checks its own local deadline.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, Final
 from ._ttl import check_ttl
 from .errors import LockLost
 
-__all__ = ["holder_fence", "lease_value", "new_token", "wait_budget"]
+__all__ = ["holder_fence", "lease_value", "new_token", "valid_until", "wait_budget"]
 
 MIN_BLOCK: Final = 0.001  # BLPOP's smallest useful timeout, seconds
 SHORT_WAIT: Final = 0.1  # below this, wait with a local timer (BLPOP wakes at 1/hz)
@@ -22,6 +25,19 @@ SHORT_WAIT: Final = 0.1  # below this, wait with a local timer (BLPOP wakes at 1
 # while its BLPOP reply was in flight, a waiting process killed): this bounds how long
 # another waiter can sleep past a free lock. One request per 2 s is not a busy loop.
 MAX_BLOCK: Final = 2.0
+# How far a client's monotonic clock may run slow against the server's while a lease
+# holds, as a fraction of the TTL, plus a fixed allowance for the reply's own trip.
+DRIFT: Final = 0.01
+DRIFT_FIXED: Final = 0.002
+
+
+def valid_until(sent: float, ttl_ms: int) -> float:
+    """The local deadline of a lease the server set (or extended) to ``ttl_ms`` in reply
+    to a request sent at ``sent`` (monotonic seconds): the server ran it no earlier, so
+    the lock key lives at least until ``sent + ttl`` on the server's clock. Less a drift
+    margin; past it the holder cannot know it still holds the lease."""
+    ttl = ttl_ms / 1000
+    return sent + ttl - ttl * DRIFT - DRIFT_FIXED
 
 
 def new_token() -> str:

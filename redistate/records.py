@@ -9,6 +9,7 @@ import datetime as dt
 import itertools
 import math
 import os
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,12 +18,13 @@ from typing import Any, Final, NamedTuple
 from ._ttl import MAX_TTL_SECONDS, check_ttl
 from .codec import Codec
 from .envelope import Envelope, frame, tail, unpack
-from .errors import ConflictError, SchemaError, StateTooLarge
+from .errors import ConflictError, IntegrityError, SchemaError, StateTooLarge
 from .keys import KeySpace
 from .leases import guard_args
 from .mergelog import fold, frames, should_compact
 from .mergelog import frame as patch_frame
 from .migrations import Migrations
+from .signing import SigningKeys
 
 __all__ = [
     "DEFAULT",
@@ -139,6 +141,12 @@ def _expiry(expires_ms: int) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(expires_ms / 1000, tz=dt.timezone.utc)
 
 
+# A sealed payload (signing keys): "H1,<write id>,<key id>:<HMAC hex>\n<codec bytes>", the
+# seal over the record's key, the header's schema, that write id and the bytes. Inside
+# the payload, so the scripts never look at it; a merge frame is one such unit too.
+_UNIT: Final = re.compile(rb"H1,([A-Za-z0-9_-]{1,32}),([A-Za-z0-9_-]{1,32}:[0-9a-f]{64})\n")
+
+
 class RecordSpec:
     """A collection's settings and every non-I/O step of its operations."""
 
@@ -150,6 +158,7 @@ class RecordSpec:
         "keys",
         "kind",
         "max_bytes",
+        "signing",
         "ttl_ms",
     )
 
@@ -163,8 +172,10 @@ class RecordSpec:
         max_bytes: int,
         schema: int = 1,
         migrations: Migrations | None = None,
+        signing: SigningKeys | None = None,
     ) -> None:
         self.keys = keys
+        self.signing = signing
         self.kind = kind
         self.codec = codec
         self.ttl_ms = check_ttl(ttl, "collection ttl")
@@ -234,6 +245,63 @@ class RecordSpec:
             raise StateTooLarge(len(payload), self.max_bytes, key)
         return payload
 
+    def sealed(self, key: str, schema: int, write_id: str, data: bytes) -> bytes:
+        """``data`` as stored: sealed with the primary signing key (bound to the key,
+        schema and write id), or as it is without signing keys."""
+        if self.signing is None:
+            return data
+        seal = self.signing.seal(
+            b"record", key.encode("utf-8"), b"%d" % schema, write_id.encode("ascii"), data
+        )
+        return b"H1,%s,%s\n%s" % (write_id.encode("ascii"), seal, data)
+
+    def opened(self, key: str, schema: int, data: bytes, write_id: str | None = None) -> bytes:
+        """The codec bytes of a stored payload or frame, its seal checked (``write_id``:
+        the header's, which a plain record's seal must name).
+
+        Raises:
+            IntegrityError: with signing keys, not sealed, or a seal that does not
+                authenticate (edited, moved from another key, another schema or write).
+        """
+        match = _UNIT.match(data)
+        if match is None:
+            if self.signing is not None and not self.signing.read_unsigned:
+                raise IntegrityError(
+                    f"value at {key!r} is not signed (written without a signing key, or "
+                    f"its seal was removed)"
+                )
+            return data
+        body = data[match.end() :]
+        if self.signing is None:
+            return body  # nothing to check it with: read like unkeyed data
+        wid, seal = match.group(1), match.group(2)
+        if write_id is not None and wid.decode() != write_id:
+            raise IntegrityError(
+                f"value at {key!r} is sealed for write {wid.decode()!r}, its header names "
+                f"{write_id!r} (edited)"
+            )
+        where, context = f"value at {key!r}", key.encode("utf-8")
+        self.signing.check(where, seal, b"record", context, b"%d" % schema, wid, body)
+        return body
+
+    def stale(self, key: str, raw: bytes, current: Callable[[bytes], bool]) -> bool:
+        """Whether rotate-keys must rewrite the stored value ``raw``: a payload or
+        frame ``current`` says is not under the primary key, or not sealed with the
+        signing primary (every part is looked at: ``current`` counts them)."""
+        env = unpack(key, raw)
+        parts = frames(key, env.payload) if env.log else [env.payload]
+        stale = False
+        for part in parts:
+            if not part:
+                continue
+            body = self.opened(key, env.schema, part, None if env.log else env.write_id)
+            if not current(body):
+                stale = True
+            elif self.signing is not None:
+                match = _UNIT.match(part)
+                stale = stale or match is None or not self.signing.current(match.group(2))
+        return stale
+
     def put_args(
         self,
         expected: int | None,
@@ -244,14 +312,19 @@ class RecordSpec:
         keep: bool = False,
         lease: str = "",
         memory_ms: int = 0,
+        key: str = "",
     ) -> tuple[Any, ...]:
         """ARGV of record_put: expected version, ttl, framed value, its header tail
         (schema and write id), keep-TTL flag, guarding lease value ("" for none), how
-        long a write id is remembered once overwritten."""
+        long a write id is remembered once overwritten. ``key``: the record's, which a
+        seal is bound to (needed with signing keys)."""
+        if self.signing is not None and not key:
+            raise ValueError("put_args needs the record's key to seal it")
         write = tail(self.schema, write_id)
         expected_arg = "" if expected is None else expected
         keep_arg = 1 if keep else 0
-        return (expected_arg, ttl_ms, frame(write, payload), write, keep_arg, lease, memory_ms)
+        value = frame(write, self.sealed(key, self.schema, write_id, payload))
+        return (expected_arg, ttl_ms, value, write, keep_arg, lease, memory_ms)
 
     def written(
         self,
@@ -295,7 +368,8 @@ class RecordSpec:
         """ARGV of record_merge for an encoded patch (see :meth:`encode`)."""
         write = tail(self.schema, write_id)
         keep_arg = 1 if keep else 0
-        return (patch_frame(payload), ttl_ms, keep_arg, write, lease, memory_ms, self.max_bytes)
+        patch = patch_frame(self.sealed(key, self.schema, write_id, payload))
+        return (patch, ttl_ms, keep_arg, write, lease, memory_ms, self.max_bytes)
 
     def merged(self, entity_id: str, key: str, reply: Any) -> Merged | None:
         """A record_merge reply as the record after the merge; None when the patch did
@@ -304,7 +378,7 @@ class RecordSpec:
         if type(reply) is bytes:
             env = unpack(key, reply)
             parts = frames(key, env.payload)
-            stored = fold(parts, self._decoder(key))
+            stored = fold(parts, self._decoder(key, env.schema))
             data = self._upgraded(key, env, stored)
             record = Record(entity_id, data, env.version, _expiry(env.expires_ms))
             if not should_compact(len(parts) - 1):
@@ -341,6 +415,7 @@ class RecordSpec:
         except StateTooLarge:
             return None
         new_tail = tail(compact.schema, write_id)
+        payload = self.sealed(key, compact.schema, write_id, payload)
         return (compact.tail, compact.length, payload, new_tail, memory_ms)
 
     def outdated(self, key: str, raw: bytes) -> bool:
@@ -356,15 +431,16 @@ class RecordSpec:
             )
         return stored < current
 
-    def _decoder(self, key: str) -> Callable[[bytes], Any]:
+    def _decoder(self, key: str, schema: int) -> Callable[[bytes], Any]:
         context = key.encode("utf-8")
-        return lambda raw: self.codec.decode(raw, context)
+        return lambda raw: self.codec.decode(self.opened(key, schema, raw), context)
 
     def _stored(self, key: str, env: Envelope) -> Any:
-        """The data as stored: patches folded, in the value's own schema."""
+        """The data as stored: patches folded, in the value's own schema, seals checked."""
         if env.log:
-            return fold(frames(key, env.payload), self._decoder(key))
-        return self.codec.decode(env.payload, key.encode("utf-8"))
+            return fold(frames(key, env.payload), self._decoder(key, env.schema))
+        data = self.opened(key, env.schema, env.payload, env.write_id)
+        return self.codec.decode(data, key.encode("utf-8"))
 
     def _upgraded(self, key: str, env: Envelope, data: Any) -> Any:
         if self._migrations is None:

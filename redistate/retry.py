@@ -28,15 +28,11 @@ _TRANSIENT: Final = (
     rex.AskError,  # MOVED/ASK left over after the cluster client's own redirections
     OSError,
 )
-# ExternalAuthProviderError is missing from older redis-py releases.
+# ExternalAuthProviderError is missing from older redis-py releases. An ACL denial of a
+# command (NoPermissionError, NOPERM) is no credential error: _translate names it.
 CREDENTIAL_ERRORS: Final[tuple[type[Exception], ...]] = tuple(
     getattr(rex, name)
-    for name in (
-        "AuthenticationError",
-        "AuthorizationError",
-        "NoPermissionError",
-        "ExternalAuthProviderError",
-    )
+    for name in ("AuthenticationError", "AuthorizationError", "ExternalAuthProviderError")
     if hasattr(rex, name)
 )
 # Error replies redis-py has no class for; the command was not run.

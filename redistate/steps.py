@@ -5,7 +5,9 @@ per step name. A record is ``S1,<status>,<idempotent>,<fence>,<started_ms>,<ende
 <sha256 of the payload>\\n<payload>``: status ``s`` started (no payload), ``d`` done
 (the result, encoded by the store's codec), ``f`` failed (``{"type", "message"}``,
 encoded the same way). The codec's context binds a payload to its task and step, so an
-encrypted result copied to another step does not decrypt.
+encrypted result copied to another step does not decrypt. With signing keys the digest
+is a seal ``<key id>:<HMAC hex>`` over the task's step key, the step's name, the header
+before it (status, idempotence, fence, times) and the payload.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from typing import Any, Final
 from .codec import Codec
 from .errors import IntegrityError, StateTooLarge, StepFailed, StepInterrupted
 from .keys import escape_id
+from .signing import SigningKeys, digest_problem
 
 __all__ = ["Step", "StepSpec", "check_step_name"]
 
-_HEAD_RE: Final = re.compile(rb"S1,([sdf]),([01]),(\d{1,19}),(\d{13}),(\d{13}),([0-9a-f]{64})\n")
+_HEAD_RE: Final = re.compile(
+    rb"S1,([sdf]),([01]),(\d{1,19}),(\d{13}),(\d{13}),((?:[A-Za-z0-9_-]{1,32}:)?[0-9a-f]{64})\n"
+)
 _STATUS: Final = {b"s": "started", b"d": "done", b"f": "failed"}
 _CODES: Final = {v: k for k, v in _STATUS.items()}
 MESSAGE_LIMIT: Final = 2000  # characters of a recorded exception message
@@ -89,33 +94,58 @@ class Step:
 class StepSpec:
     """Encoding and decoding of step records for one store."""
 
-    __slots__ = ("codec", "max_bytes")
+    __slots__ = ("codec", "max_bytes", "signing")
 
-    def __init__(self, codec: Codec, *, max_bytes: int) -> None:
+    def __init__(self, codec: Codec, *, max_bytes: int, signing: SigningKeys | None = None) -> None:
         self.codec = codec
         self.max_bytes = max_bytes
+        self.signing = signing
 
     @staticmethod
     def _context(key: str, name: str) -> bytes:
         return key.encode("utf-8") + b"\0" + name.encode("utf-8")
 
     def _record(
-        self, code: bytes, idempotent: bool, fence: int | None, started: int, ended: int,
-        payload: bytes,
+        self, key: str, name: str, code: bytes, idempotent: bool, fence: int | None,
+        started: int, ended: int, payload: bytes,
     ) -> bytes:  # fmt: skip
-        digest = hashlib.sha256(payload).hexdigest().encode()
-        head = b"S1,%s,%d,%d,%013d,%013d,%s\n" % (
-            code,
-            idempotent,
-            fence or 0,
-            started,
-            ended,
-            digest,
-        )
-        return head + payload
+        head = b"S1,%s,%d,%d,%013d,%013d," % (code, idempotent, fence or 0, started, ended)
+        return head + self._digest(key, name, head, payload) + b"\n" + payload
 
-    def started(self, idempotent: bool, fence: int | None, now_ms: int) -> bytes:
-        return self._record(b"s", idempotent, fence, now_ms, 0, b"")
+    def _digest(self, key: str, name: str, head: bytes, payload: bytes) -> bytes:
+        if self.signing is None:
+            return hashlib.sha256(payload).hexdigest().encode()
+        return self.signing.seal(b"step", key.encode("utf-8"), name.encode("utf-8"), head, payload)
+
+    def _checked(self, key: str, name: str, raw: bytes) -> tuple[re.Match[bytes], bytes]:
+        """(header match, payload) of a stored record, its digest or seal checked.
+
+        Raises:
+            IntegrityError: damaged, edited, or (signing keys) not sealed.
+        """
+        head = _HEAD_RE.match(raw)
+        if head is None:
+            raise IntegrityError(f"step {name!r} of {key!r} is damaged: {raw[:80]!r}")
+        payload = raw[head.end() :]
+        problem = digest_problem(
+            self.signing,
+            head.group(6),
+            lambda: hashlib.sha256(payload).hexdigest().encode(),
+            b"step",
+            key.encode("utf-8"),
+            name.encode("utf-8"),
+            raw[: head.start(6)],
+            payload,
+            unverifiable=False,
+        )
+        if problem is not None:
+            raise IntegrityError(f"step {name!r} of {key!r} {problem}")
+        return head, payload
+
+    def started(
+        self, key: str, name: str, idempotent: bool, fence: int | None, now_ms: int
+    ) -> bytes:
+        return self._record(key, name, b"s", idempotent, fence, now_ms, 0, b"")
 
     def done(
         self, key: str, name: str, idempotent: bool, fence: int | None, started: int,
@@ -125,7 +155,7 @@ class StepSpec:
         payload = self.codec.encode(result, self._context(key, name))
         if len(payload) > self.max_bytes:
             raise StateTooLarge(len(payload), self.max_bytes, f"{key} step {name!r}")
-        return self._record(b"d", idempotent, fence, started, now_ms, payload)
+        return self._record(key, name, b"d", idempotent, fence, started, now_ms, payload)
 
     def failed(
         self, key: str, name: str, idempotent: bool, fence: int | None, started: int,
@@ -134,7 +164,7 @@ class StepSpec:
         message = str(exc)[:MESSAGE_LIMIT].encode("utf-8", "replace").decode("utf-8")
         error = {"type": type(exc).__name__, "message": message}
         payload = self.codec.encode(error, self._context(key, name))
-        return self._record(b"f", idempotent, fence, started, now_ms, payload)
+        return self._record(key, name, b"f", idempotent, fence, started, now_ms, payload)
 
     def recoded(
         self, key: str, name: str, raw: bytes, current: Callable[[bytes], bool]
@@ -145,16 +175,16 @@ class StepSpec:
         Raises:
             IntegrityError: the record is damaged.
         """
-        head = _HEAD_RE.match(raw)
-        payload = raw[head.end() :] if head else b""
-        if head is None or hashlib.sha256(payload).hexdigest().encode() != head.group(6):
-            raise IntegrityError(f"step {name!r} of {key!r} is damaged: {raw[:80]!r}")
-        if not payload or current(payload):
+        head, payload = self._checked(key, name, raw)
+        resealed = self.signing is not None and not self.signing.current(head.group(6))
+        fresh = payload
+        if payload and not current(payload):
+            context = self._context(key, name)
+            fresh = self.codec.encode(self.codec.decode(payload, context), context)
+        elif not resealed:
             return None
-        context = self._context(key, name)
-        fresh = self.codec.encode(self.codec.decode(payload, context), context)
-        digest = hashlib.sha256(fresh).hexdigest().encode()
-        return raw[: head.start(6)] + digest + b"\n" + fresh
+        prefix = raw[: head.start(6)]
+        return prefix + self._digest(key, name, prefix, fresh) + b"\n" + fresh
 
     def parse(self, key: str, name: str, raw: bytes) -> Step:
         """A stored record as a Step (its payload decoded).
@@ -162,10 +192,7 @@ class StepSpec:
         Raises:
             IntegrityError: damaged, or its payload does not match its digest.
         """
-        head = _HEAD_RE.match(raw)
-        payload = raw[head.end() :] if head else b""
-        if head is None or hashlib.sha256(payload).hexdigest().encode() != head.group(6):
-            raise IntegrityError(f"step {name!r} of {key!r} is damaged: {raw[:80]!r}")
+        head, payload = self._checked(key, name, raw)
         status = _STATUS[head.group(1)]
         result, error = None, None
         if status != "started":

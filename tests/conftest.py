@@ -194,9 +194,13 @@ def roundtrips(server_backend: Backend) -> Iterator[RoundTrips]:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The fault-injection counts (tests/test_faults.py), one row per fault and backend."""
-    from tests.faults import REPORTS, table
+    from tests.faults import LEASE_REPORTS, REPORTS, lease_table, table
 
     if REPORTS:
         terminalreporter.section("fault injection: acknowledged / found / duplicated")
         for line in table():
+            terminalreporter.write_line(line)
+    if LEASE_REPORTS:
+        terminalreporter.section("lease faults: tool calls and fences repeated")
+        for line in lease_table():
             terminalreporter.write_line(line)

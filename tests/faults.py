@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["REPORTS", "FaultReport", "tally"]
+__all__ = ["LEASE_REPORTS", "REPORTS", "FaultReport", "LeaseReport", "lease_table", "tally"]
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,36 @@ def table() -> list[str]:
         (r.fault, r.backend, r.acknowledged, r.found, r.lost, r.duplicated, *r.tail())
         for r in REPORTS
     ]
+    return _render(header, rows)
+
+
+def _render(header: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
     lines = [" | ".join(str(x).ljust(w) for x, w in zip(header, widths, strict=True))]
     lines.append("-+-".join("-" * w for w in widths))
     lines += [" | ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)) for row in rows]
     return lines
+
+
+@dataclass(frozen=True)
+class LeaseReport:
+    """One lease experiment: how often ownership was violated (each must be 0)."""
+
+    fault: str
+    backend: str
+    runs: int
+    tool_calls_repeated: int  # calls a stale owner started after another took over
+    fences_repeated: int  # a fence issued twice, or one not above every earlier one
+    note: str = ""
+
+
+LEASE_REPORTS: list[LeaseReport] = []
+
+
+def lease_table() -> list[str]:
+    header = ("fault", "backend", "runs", "tool calls repeated", "fences repeated", "note")
+    rows: list[tuple[object, ...]] = [
+        (r.fault, r.backend, r.runs, r.tool_calls_repeated, r.fences_repeated, r.note)
+        for r in LEASE_REPORTS
+    ]
+    return _render(header, rows)

@@ -138,6 +138,13 @@ def test_events_benchmark_runs_and_appends_in_one_round_trip() -> None:
         assert part in done.stdout, part
 
 
+def test_signing_benchmark_compares_every_sealed_operation() -> None:
+    done = bench("signing.py", "--quick")
+    assert "HMAC-SHA-256 seals" in done.stdout
+    for operation in ("session merge", "event append", "checkpoint restore", "verify 1,000"):
+        assert operation in done.stdout, operation
+
+
 def test_langgraph_benchmark_compares_the_savers_and_keeps_redis_ops_to_one_round_trip() -> None:
     """benchmarks/savers.py --quick: every section and saver; it exits 1 if a Redis put,
     put_writes or get_tuple takes more than one round trip (and 2 without PostgreSQL)."""

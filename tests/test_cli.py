@@ -29,7 +29,7 @@ def seeded(server_backend: Backend, namespace: str) -> list[str]:
     store.checkpoints.save("t1", {"step": 1}, phase="plan", progress=0.1)
     store.checkpoints.save("t1", {"step": 2}, phase="impl", progress=0.5)
     lease = store.lock("t1", ttl=60, renew=False).acquire()
-    assert lease.fence == 1
+    assert lease.fence is not None and lease.fence > 0
     store.close()
     return ["--url", server_backend.url, "--namespace", namespace]
 
@@ -46,7 +46,14 @@ def test_ls_lists_each_kind_with_sizes_and_ttls(seeded: list[str]) -> None:
     assert table.returncode == 0 and "s{2}" in table.stdout
 
 
-def test_show_checkpoints_and_locks(seeded: list[str]) -> None:
+def held_fence(backend: Backend, namespace: str, name: str) -> int:
+    """The fence in the lock key of ``name``, read raw."""
+    return int(backend.raw().get(f"{namespace}:lock:{{{name}}}").rsplit(b",", 1)[1])
+
+
+def test_show_checkpoints_and_locks(
+    seeded: list[str], server_backend: Backend, namespace: str
+) -> None:
     shown = run(*seeded, "show", "sessions", "s1")
     record = json.loads(shown.stdout)
     assert record["data"] == {"turn": 1} and record["version"] > 0 and record["expires_at"]
@@ -56,7 +63,8 @@ def test_show_checkpoints_and_locks(seeded: list[str]) -> None:
         (1, "plan", 0.1),
     ]
     held = lines(run(*seeded, "locks", "--json"))
-    assert len(held) == 1 and held[0]["name"] == "t1" and held[0]["fence"] == 1
+    assert len(held) == 1 and held[0]["name"] == "t1"
+    assert held[0]["fence"] == held_fence(server_backend, namespace, "t1")
     assert 0 < held[0]["ttl_s"] <= 60
 
 
@@ -148,7 +156,8 @@ def test_foreign_values_are_reported_not_crashed_on(
     raw = server_backend.raw()
     raw.set(f"{namespace}:lock:{{odd}}", b"garbage")  # not a lease value
     held = {row["name"]: row for row in lines(run(*seeded, "locks", "--json"))}
-    assert held["odd"]["fence"] is None and held["t1"]["fence"] == 1
+    assert held["odd"]["fence"] is None
+    assert held["t1"]["fence"] == held_fence(server_backend, namespace, "t1")
     store = Store(server_backend.sync_client(), namespace=namespace)
     store.checkpoints.log("only-log", {"x": 1})  # a task with a delta log only
     store.close()

@@ -120,7 +120,9 @@ def snapshot(backend: Backend, namespace: str) -> Snapshot:
             value = raw.get(key) if kind_of == "string" else raw.lrange(key, 0, -1)
             relative = key.decode()[len(namespace) :]
             sent_ms = time.time_ns() // 10**6
-            pttl = int(raw.pttl(key))
+            # A fence key lives as long as its lease; an imported one has no expiry
+            # (it only has to be no lower than the exported fence).
+            pttl = -1 if kind == "fence" else int(raw.pttl(key))
             ttl = -1 if pttl == -1 else Ttl(sent_ms, pttl, time.time_ns() // 10**6)
             found[relative] = (kind_of, value, ttl)
     finally:
@@ -203,8 +205,10 @@ def test_round_trip_restores_every_value_version_and_ttl(
         assert [c.seq for c in store.checkpoints.history("t1")] == [4, 3, 2, 1]
         assert store.client.exists(store.keys.lock("t3")) == 0
         # The held lease was not exported; the next holder's fence beats every earlier one.
-        assert store.lock("t3", ttl=5, renew=False).acquire().fence == 2
-        assert store.lock("t1", ttl=5, renew=False).acquire().fence == 4
+        for task in ("t3", "t1"):
+            exported_fence = int(before[f":fence:{{{task}}}"][1])
+            fence = store.lock(task, ttl=5, renew=False).acquire().fence
+            assert fence is not None and fence > exported_fence
 
 
 def test_import_into_another_namespace(
@@ -309,23 +313,26 @@ def test_a_fence_counter_is_never_lowered(
     with cli.store() as store:
         for _ in range(3):
             store.lock("job", ttl=30, renew=False).acquire().release()
+        exported = int(store.client.get(store.keys.fence("job")) or 0)
     path = tmp_path / "backup.jsonl"
-    cli.export(path)  # fence 3
+    cli.export(path)
     try:
         with cli.store() as store:
             for _ in range(2):
-                store.lock("job", ttl=30, renew=False).acquire().release()  # now 5
+                store.lock("job", ttl=30, renew=False).acquire().release()
+            newer = store.client.get(store.keys.fence("job"))
+        assert int(newer or 0) > exported
         for force in (False, True):
             code, report, _ = cli.import_(path, force=force)
             assert code == 0 and report["fences_kept"] == 1 and report["fences"] == 0
             with cli.store() as store:
-                assert store.client.get(store.keys.fence("job")) == b"5"
-        with cli.store(other) as store:
-            store.lock("job", ttl=30, renew=False).acquire().release()  # 1 there
-        code, report, _ = cli.import_(path, namespace=other)
+                assert store.client.get(store.keys.fence("job")) == newer
+        code, report, _ = cli.import_(path, namespace=other)  # a namespace without it
         assert code == 0 and report["fences"] == 1
         with cli.store(other) as store:
-            assert store.lock("job", ttl=30, renew=False).acquire().fence == 4
+            assert int(store.client.get(store.keys.fence("job")) or 0) == exported
+            fence = store.lock("job", ttl=30, renew=False).acquire().fence
+            assert fence is not None and fence > exported
     finally:
         delete_namespace(server_backend, other)
 

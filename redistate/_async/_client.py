@@ -21,11 +21,11 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from .._io import async_initialize, async_lock
+from .._io import async_confirm, async_initialize, async_lock, async_lost
 from .._translate import ERRORS, describe, translate, unavailable
 from ..durability import DEFAULT as DEFAULT_DURABILITY
 from ..durability import Durability, check_durability, check_replica_timeout
-from ..errors import NotReplicated
+from ..errors import LockLost, NotReplicated
 from ..retry import RetryPolicy, is_transient
 from ..scripts import Script, script, wrote
 
@@ -156,14 +156,16 @@ class AsyncConnection:
         call: Callable[[], Any],
         started: float,
         budget: float | None = None,
+        command: str = "",
     ) -> Any:
         """Try ``call`` again after its first try (sent at ``started``, monotonic) failed
         with ``first``; translate what finally fails. No try starts later than the
         policy's deadline, or ``budget``, after the first was sent: that bounds how
-        late a resend can come, which the write memory must cover."""
+        late a resend can come, which the write memory must cover. ``command`` names
+        the call in an ACL denial whose message names none (a denied key)."""
         policy = self.policy
         if not (policy.retries and is_transient(first)):
-            raise translate(first, self.address) from first
+            raise translate(first, self.address, command) from first
         deadline = policy.deadline if budget is None else min(policy.deadline, budget)
         remaining = deadline - (time.monotonic() - started)
         if remaining <= 0:
@@ -186,7 +188,7 @@ class AsyncConnection:
         except ERRORS as exc:
             if is_transient(exc):
                 raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
-            raise translate(exc, self.address) from exc
+            raise translate(exc, self.address, command) from exc
 
     async def script(
         self,
@@ -195,16 +197,22 @@ class AsyncConnection:
         args: Sequence[Any],
         budget: float | None = None,
         replicas: int = 0,
+        lease: Any = None,
     ) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
         load it and send it again: two extra round trips, once per server, and two more
         for each flush between the load and the resend (_RELOADS loads at most). ``budget``
         (seconds) shortens the retry deadline for this call. With ``replicas``, WAIT for
         that many replicas (at most the store's replica_timeout) in the same round trip.
+        ``lease``: the lease guarding the write. Nothing is sent past its local
+        deadline, and a LockLost reply marks it lost at once.
 
         Raises:
             NotReplicated: fewer replicas confirmed the write in time.
+            LockLost: ``lease`` is lost, past its deadline, or the script refused it.
         """
+        if lease is not None:
+            await async_confirm(lease)
         if self._unready:
             await self._ready()
         call = (
@@ -216,7 +224,12 @@ class AsyncConnection:
         try:
             return await call()
         except ERRORS as exc:
-            return await self._recover(exc, call, started, budget)
+            try:
+                return await self._recover(exc, call, started, budget, "evalsha")
+            except LockLost:
+                if lease is not None:  # the first to learn it: guarded writes stop now
+                    await async_lost(lease)
+                raise
 
     async def _evalsha_wait(
         self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, wait_ms: int
@@ -309,7 +322,7 @@ class AsyncConnection:
             # decode_responses is refused in __init__, so replies are bytes.
             return cast("bytes | None", await self.client.get(key))
         except ERRORS as exc:
-            reply = await self._recover(exc, lambda: self.client.get(key), started)
+            reply = await self._recover(exc, lambda: self.client.get(key), started, None, "get")
             return cast("bytes | None", reply)
 
     async def gets(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -325,7 +338,7 @@ class AsyncConnection:
             return await self._gets(keys)
         except ERRORS as exc:
             retry = functools.partial(self._gets, keys)
-            return cast("list[bytes | None]", await self._recover(exc, retry, started))
+            return cast("list[bytes | None]", await self._recover(exc, retry, started, None, "get"))
 
     async def _gets(self, keys: Sequence[str]) -> list[bytes | None]:
         async with self.client.pipeline(transaction=False) as pipe:
@@ -354,7 +367,7 @@ class AsyncConnection:
         try:
             return await call()
         except ERRORS as exc:
-            return await self._recover(exc, call, started)
+            return await self._recover(exc, call, started, None, str(args[0]).lower())
 
     async def pttl(self, key: str) -> int:
         if self._unready:
@@ -363,7 +376,9 @@ class AsyncConnection:
         try:
             return int(await self.client.pttl(key))
         except ERRORS as exc:
-            return int(await self._recover(exc, lambda: self.client.pttl(key), started))
+            return int(
+                await self._recover(exc, lambda: self.client.pttl(key), started, None, "pttl")
+            )
 
     async def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
         """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
@@ -376,7 +391,7 @@ class AsyncConnection:
             return await self.client.blpop([key], timeout=seconds)
         except ERRORS as exc:
             retry = functools.partial(self.client.blpop, [key], timeout=seconds)
-            return await self._recover(exc, retry, started, budget)
+            return await self._recover(exc, retry, started, budget, "blpop")
 
     async def lranges(self, *ranges: tuple[str, int, int]) -> list[list[bytes]]:
         """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
@@ -395,7 +410,9 @@ class AsyncConnection:
             return cast("list[list[bytes]]", await self.script(_READ_LISTS, keys, args))
         except ERRORS as exc:
             retry = functools.partial(self._lranges, ranges)
-            return cast("list[list[bytes]]", await self._recover(exc, retry, started))
+            return cast(
+                "list[list[bytes]]", await self._recover(exc, retry, started, None, "lrange")
+            )
 
     @property
     def one_server(self) -> bool:
@@ -422,7 +439,7 @@ class AsyncConnection:
                 except ERRORS as exc:
                     # The same cursor again: SCAN is a read, resending it is harmless.
                     retry = functools.partial(self._scan, cursor, pattern, count, node)
-                    cursor, batch = await self._recover(exc, retry, started)
+                    cursor, batch = await self._recover(exc, retry, started, None, "scan")
                 for key in batch:
                     yield cast(bytes, key)
                 if not cursor:

@@ -10,7 +10,7 @@ from .._backoff import backoff_delay
 from .._io import async_resolve, async_sleep
 from ..durability import Durability
 from ..erasure import ErasureReport, entity_keys, entry
-from ..errors import ConflictError, InvalidId, RedistateError
+from ..errors import ConflictError, InvalidId, PermissionDenied, RedistateError
 from ..keys import KeySpace
 from ..mergepatch import merge_patch
 from ..records import (
@@ -77,7 +77,8 @@ class AsyncCollection:
         if not touch:
             return self.spec.record(id, key, await self._conn.get(key))
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        reply = await self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 1, guard))
+        args = (self.spec.touch_ttl(ttl), 1, guard)
+        reply = await self._conn.script(_TOUCH, keys, args, lease=lease)
         return self.spec.touched(id, key, reply)
 
     async def get_many(self, ids: Iterable[str]) -> dict[str, Record | None]:
@@ -158,8 +159,9 @@ class AsyncCollection:
             keep=keep,
             lease=guard,
             memory_ms=self._conn.memory_ms,
+            key=key,
         )
-        reply = await self._conn.script(_PUT, keys, args, replicas=replicas)
+        reply = await self._conn.script(_PUT, keys, args, replicas=replicas, lease=lease)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
     async def update(
@@ -241,7 +243,7 @@ class AsyncCollection:
             lease=guard,
             memory_ms=self._conn.memory_ms,
         )
-        reply = await self._conn.script(_MERGE, keys, args, replicas=replicas)
+        reply = await self._conn.script(_MERGE, keys, args, replicas=replicas, lease=lease)
         merged = self.spec.merged(id, key, reply)
         if merged is None:
             normalized = self.spec.codec.decode(payload, key.encode("utf-8"))
@@ -298,7 +300,8 @@ class AsyncCollection:
         False if there is no such record."""
         key = self.spec.key(id)
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        reply = await self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 0, guard))
+        args = (self.spec.touch_ttl(ttl), 0, guard)
+        reply = await self._conn.script(_TOUCH, keys, args, lease=lease)
         return reply is not None
 
     async def delete(
@@ -320,7 +323,7 @@ class AsyncCollection:
         keys, guard = self.spec.guarded_keys(id, key, lease)
         args = ("" if expected is None else expected, guard, new_write_id(), self._conn.memory_ms)
         replicas = self._conn.replicas(durability)
-        reply = await self._conn.script(_DELETE, keys, args, replicas=replicas)
+        reply = await self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
         return self.spec.deleted(key, expected, reply)
 
     async def ttl(self, id: str) -> float | None:
@@ -370,8 +373,13 @@ class AsyncUsers(AsyncCollection):
                 # Off the index first: a write registering it again after this is seen
                 # by the next round (its SADD comes before its data).
                 await self._conn.idempotent("SREM", index, item)
-                existed = int(await self._conn.idempotent("DEL", *data))
-                await self._conn.idempotent("DEL", memory)
+                try:
+                    existed = int(await self._conn.idempotent("DEL", *data))
+                    await self._conn.idempotent("DEL", memory)
+                except PermissionDenied:
+                    # Back on the index, or a later erase would never find the data.
+                    await self._conn.idempotent("SADD", index, item)
+                    raise
                 report.note(item, existed > 0)
         else:
             raise RedistateError(

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .._io import AwaitableInSync, async_resolve
+from .._io import AwaitableInSync, async_confirm, async_resolve
 from ..checkpoints import Checkpoint
 from ..errors import CodecError, LockLost, RedistateError, StateTooLarge
 from ..mergepatch import merge_patch
@@ -103,8 +103,10 @@ class AsyncTaskRun:
             StepInterrupted: ``idempotent=False`` and an earlier owner started the step
                 and never recorded its end: it may have had its effect.
             StepFailed: a failure recorded earlier (``retry_failed=True`` runs it again).
-            LockLost: another instance owns the task (known before ``fn`` is called
-                when the renewal saw it): the result is not recorded, the new owner's
+            LockLost: the lease is lost (a renewal or a write was refused) or past its
+                local deadline (the process was paused or its loop blocked longer
+                than the lease): raised before ``fn`` is called. Found only when
+                recording the result: the result is not recorded, the new owner's
                 records are never overwritten.
             CodecError, StateTooLarge: the result cannot be recorded; recorded as the
                 step's failure instead (a retry must say ``retry_failed=True``).
@@ -117,11 +119,15 @@ class AsyncTaskRun:
         spec = self._store.checkpoints.step_spec
         key, fence = self._store.keys.task_steps(self.task_id), self.lease.fence
         started = time.time_ns() // 1_000_000
-        if self.lease.lost.is_set():  # the renewal saw a newer owner: never call fn
-            raise LockLost(f"lease {self.task_id!r} (fence {fence}) was lost: step {name!r}")
         if not idempotent:  # the marker that makes a crash inside fn visible on resume
-            marker = spec.started(idempotent, fence, started)
+            marker = spec.started(key, name, idempotent, fence, started)
             await self._record(name, marker)
+        # Last thing before fn: a lease known lost (a refused write, a failed renewal)
+        # or past its local deadline (a paused process, a blocked loop) calls nothing.
+        try:
+            await async_confirm(self.lease)
+        except LockLost as exc:
+            raise LockLost(f"{exc}: step {name!r} was not run") from None
         try:
             result = fn(*args, **kwargs)
             if inspect.isawaitable(result):

@@ -22,11 +22,11 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from .._io import sync_initialize, sync_lock
+from .._io import sync_confirm, sync_initialize, sync_lock, sync_lost
 from .._translate import ERRORS, describe, translate, unavailable
 from ..durability import DEFAULT as DEFAULT_DURABILITY
 from ..durability import Durability, check_durability, check_replica_timeout
-from ..errors import NotReplicated
+from ..errors import LockLost, NotReplicated
 from ..retry import RetryPolicy, is_transient
 from ..scripts import Script, script, wrote
 
@@ -157,14 +157,16 @@ class Connection:
         call: Callable[[], Any],
         started: float,
         budget: float | None = None,
+        command: str = "",
     ) -> Any:
         """Try ``call`` again after its first try (sent at ``started``, monotonic) failed
         with ``first``; translate what finally fails. No try starts later than the
         policy's deadline, or ``budget``, after the first was sent: that bounds how
-        late a resend can come, which the write memory must cover."""
+        late a resend can come, which the write memory must cover. ``command`` names
+        the call in an ACL denial whose message names none (a denied key)."""
         policy = self.policy
         if not (policy.retries and is_transient(first)):
-            raise translate(first, self.address) from first
+            raise translate(first, self.address, command) from first
         deadline = policy.deadline if budget is None else min(policy.deadline, budget)
         remaining = deadline - (time.monotonic() - started)
         if remaining <= 0:
@@ -187,7 +189,7 @@ class Connection:
         except ERRORS as exc:
             if is_transient(exc):
                 raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
-            raise translate(exc, self.address) from exc
+            raise translate(exc, self.address, command) from exc
 
     def script(
         self,
@@ -196,16 +198,22 @@ class Connection:
         args: Sequence[Any],
         budget: float | None = None,
         replicas: int = 0,
+        lease: Any = None,
     ) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
         load it and send it again: two extra round trips, once per server, and two more
         for each flush between the load and the resend (_RELOADS loads at most). ``budget``
         (seconds) shortens the retry deadline for this call. With ``replicas``, WAIT for
         that many replicas (at most the store's replica_timeout) in the same round trip.
+        ``lease``: the lease guarding the write. Nothing is sent past its local
+        deadline, and a LockLost reply marks it lost at once.
 
         Raises:
             NotReplicated: fewer replicas confirmed the write in time.
+            LockLost: ``lease`` is lost, past its deadline, or the script refused it.
         """
+        if lease is not None:
+            sync_confirm(lease)
         if self._unready:
             self._ready()
         call = (
@@ -217,7 +225,12 @@ class Connection:
         try:
             return call()
         except ERRORS as exc:
-            return self._recover(exc, call, started, budget)
+            try:
+                return self._recover(exc, call, started, budget, "evalsha")
+            except LockLost:
+                if lease is not None:  # the first to learn it: guarded writes stop now
+                    sync_lost(lease)
+                raise
 
     def _evalsha_wait(
         self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, wait_ms: int
@@ -310,7 +323,7 @@ class Connection:
             # decode_responses is refused in __init__, so replies are bytes.
             return cast("bytes | None", self.client.get(key))
         except ERRORS as exc:
-            reply = self._recover(exc, lambda: self.client.get(key), started)
+            reply = self._recover(exc, lambda: self.client.get(key), started, None, "get")
             return cast("bytes | None", reply)
 
     def gets(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -326,7 +339,7 @@ class Connection:
             return self._gets(keys)
         except ERRORS as exc:
             retry = functools.partial(self._gets, keys)
-            return cast("list[bytes | None]", self._recover(exc, retry, started))
+            return cast("list[bytes | None]", self._recover(exc, retry, started, None, "get"))
 
     def _gets(self, keys: Sequence[str]) -> list[bytes | None]:
         with self.client.pipeline(transaction=False) as pipe:
@@ -355,7 +368,7 @@ class Connection:
         try:
             return call()
         except ERRORS as exc:
-            return self._recover(exc, call, started)
+            return self._recover(exc, call, started, None, str(args[0]).lower())
 
     def pttl(self, key: str) -> int:
         if self._unready:
@@ -364,7 +377,9 @@ class Connection:
         try:
             return int(self.client.pttl(key))
         except ERRORS as exc:
-            return int(self._recover(exc, lambda: self.client.pttl(key), started))
+            return int(
+                self._recover(exc, lambda: self.client.pttl(key), started, None, "pttl")
+            )
 
     def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
         """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
@@ -377,7 +392,7 @@ class Connection:
             return self.client.blpop([key], timeout=seconds)
         except ERRORS as exc:
             retry = functools.partial(self.client.blpop, [key], timeout=seconds)
-            return self._recover(exc, retry, started, budget)
+            return self._recover(exc, retry, started, budget, "blpop")
 
     def lranges(self, *ranges: tuple[str, int, int]) -> list[list[bytes]]:
         """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
@@ -396,7 +411,9 @@ class Connection:
             return cast("list[list[bytes]]", self.script(_READ_LISTS, keys, args))
         except ERRORS as exc:
             retry = functools.partial(self._lranges, ranges)
-            return cast("list[list[bytes]]", self._recover(exc, retry, started))
+            return cast(
+                "list[list[bytes]]", self._recover(exc, retry, started, None, "lrange")
+            )
 
     @property
     def one_server(self) -> bool:
@@ -423,7 +440,7 @@ class Connection:
                 except ERRORS as exc:
                     # The same cursor again: SCAN is a read, resending it is harmless.
                     retry = functools.partial(self._scan, cursor, pattern, count, node)
-                    cursor, batch = self._recover(exc, retry, started)
+                    cursor, batch = self._recover(exc, retry, started, None, "scan")
                 for key in batch:
                     yield cast(bytes, key)
                 if not cursor:

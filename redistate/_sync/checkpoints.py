@@ -17,6 +17,7 @@ from ..checkpoints import (
 )
 from ..durability import Durability
 from ..erasure import TASK, entry
+from ..errors import ConflictError
 from ..records import DEFAULT, TTL, Default
 from ..scripts import script
 from ..steps import Step, StepSpec
@@ -30,6 +31,7 @@ _LOG = script("checkpoint_log")
 _FIND = script("checkpoint_find")
 _DELETE = script("checkpoint_delete")
 _STEP = script("step_record")
+_SEAL_ATTEMPTS = 16  # a sealed delta resent for a newer checkpoint, at most this often
 
 
 class Checkpoints:
@@ -41,12 +43,22 @@ class Checkpoints:
     newest; ``restore`` rebuilds the state from the newest checkpoint that is intact.
     """
 
-    __slots__ = ("_conn", "spec", "step_spec")
+    __slots__ = ("_conn", "_snapshots", "spec", "step_spec")
 
     def __init__(self, conn: Connection, spec: CheckpointSpec) -> None:
         self._conn = conn
         self.spec = spec
-        self.step_spec = StepSpec(spec.codec, max_bytes=spec.max_bytes)
+        self.step_spec = StepSpec(spec.codec, max_bytes=spec.max_bytes, signing=spec.signing)
+        # With signing keys, the newest checkpoint of each task this store last saw: a
+        # delta is sealed for the checkpoint it follows, in one round trip when known.
+        self._snapshots: dict[str, str] = {}
+
+    def _snapshot(self, task_id: str, checkpoint_id: str) -> None:
+        if self.spec.signing is None:
+            return
+        if len(self._snapshots) >= 4096:  # cleared when full: a miss costs one resend
+            self._snapshots.clear()
+        self._snapshots[task_id] = checkpoint_id
 
     def steps(self, task_id: str) -> list[Step]:
         """The task's recorded durable steps (``run.step``), in the order they started:
@@ -71,7 +83,7 @@ class Checkpoints:
         args = (name, record, guard, self.spec.ttl_ms)
         step_keys = (keys[5], keys[0], keys[3], keys[2])
         replicas = self._conn.replicas(None)
-        reply = self._conn.script(_STEP, step_keys, args, replicas=replicas)
+        reply = self._conn.script(_STEP, step_keys, args, replicas=replicas, lease=lease)
         return None if int(reply[0]) else bytes(reply[1])
 
     def save(
@@ -122,7 +134,8 @@ class Checkpoints:
         replicas = self._conn.replicas(durability)
         if user is not None:
             register(self._conn, self.spec.keys, user, entry(TASK, task_id))
-        reply = self._conn.script(_SAVE, keys, args, replicas=replicas)
+        reply = self._conn.script(_SAVE, keys, args, replicas=replicas, lease=lease)
+        self._snapshot(task_id, cid)
         if reply[0] == 1:
             return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)
         if reply[0] == 2:  # resent, and no longer in the history
@@ -145,27 +158,40 @@ class Checkpoints:
         the log holds. A resend of a delta (same ``delta_id``) is applied once. The log
         keeps the task's expiry unless ``ttl=`` sets a new one for every key of the task.
 
+        With signing keys the delta is sealed for the newest checkpoint, which the
+        script checks: a store that has not seen the task's newest checkpoint is told
+        which it is and sends the delta once more.
+
         Raises:
             RedistateError: the log is full (``max_deltas``): save a checkpoint.
             TypeError: ``delta`` is not a dict.
             LockLost: ``lease`` (a lease named ``task_id``) no longer holds the lock.
+            ConflictError: (signing keys) checkpoints kept being saved meanwhile.
         """
         keys, guard = self.spec.guarded_keys(task_id, lease)
         did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
-        blob = self.spec.delta_blob(keys[2], delta)
         follow = isinstance(ttl, Default)  # keep the task's current expiry
-        args = (
-            did,
-            blob,
-            self.spec.max_deltas,
-            self.spec.write_ttl(ttl),
-            1 if follow else 0,
-            guard,
-            self._conn.memory_ms,
-        )
+        ttl_ms = self.spec.write_ttl(ttl)
         replicas = self._conn.replicas(durability)
-        reply = self._conn.script(_LOG, keys, args, replicas=replicas)
-        return int(reply[1])
+        snapshot = self._snapshots.get(task_id, "")
+        for _ in range(_SEAL_ATTEMPTS):
+            blob = self.spec.delta_blob(keys[2], did, delta, snapshot)
+            args = (
+                did,
+                blob,
+                self.spec.max_deltas,
+                ttl_ms,
+                1 if follow else 0,
+                guard,
+                self._conn.memory_ms,
+                *self.spec.log_args(snapshot),
+            )
+            reply = self._conn.script(_LOG, keys, args, replicas=replicas, lease=lease)
+            if int(reply[0]) != 2:
+                self._snapshot(task_id, snapshot)
+                return int(reply[1])
+            snapshot = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+        raise ConflictError(keys[2], -1, -1)
 
     def latest(self, task_id: str) -> Checkpoint | None:
         """The newest checkpoint, or None.
@@ -246,6 +272,8 @@ class Checkpoints:
         if restored is not None and restored.checkpoint is None and restored.skipped:
             # The newest is damaged: only now read the whole history to fall back.
             restored = self.spec.restored(task_id, keys[0], self._read(keys, 0, deltas=True))
+        if restored is not None and restored.checkpoint is not None and restored.complete:
+            self._snapshot(task_id, restored.checkpoint.id)  # the newest: deltas follow it
         return restored
 
     def verify(self, task_id: str) -> Verification:
@@ -269,4 +297,5 @@ class Checkpoints:
         keys, guard = self.spec.guarded_keys(task_id, lease)
         args = (guard, new_checkpoint_id(), self._conn.memory_ms)
         replicas = self._conn.replicas(durability)
-        return int(self._conn.script(_DELETE, keys, args, replicas=replicas)) > 0
+        reply = self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
+        return int(reply) > 0

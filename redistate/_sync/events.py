@@ -20,7 +20,6 @@ from ..events import (
     Reducer,
     check_type,
     default_reducer,
-    state_digest,
 )
 from ..keys import KeySpace
 from ..leases import guard_args
@@ -81,9 +80,9 @@ class Events:
         head = self._heads.get(entity, ("", 0))
         for attempt in range(self.attempts):
             args, digest = self.spec.append_args(
-                head, type, at_ms, data, guard, write_id, self._conn.memory_ms
+                key, head, type, at_ms, data, guard, write_id, self._conn.memory_ms
             )
-            reply = self._conn.script(_APPEND, keys, args)
+            reply = self._conn.script(_APPEND, keys, args, lease=lease)
             status = int(reply[0])
             if status != 0:
                 seq = head[1] + 1
@@ -91,7 +90,7 @@ class Events:
                 eid = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
                 if not eid:  # a resend whose event is no longer among the newest: find it
                     eid = self._find(key, digest)
-                return self.spec.event(key, eid, _fields(args))
+                return self.spec.event(key, eid, _fields(args), check=False)
             end = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
             head = (end, int(reply[2]))
             if attempt >= 1:  # a second miss: others are appending too; spread out
@@ -211,7 +210,7 @@ class Events:
         last_id, last = entries[cut - 1]
         data = self.spec.encode(key, state)
         digest = last[b"d"].decode()
-        args = (_text(last_id), digest, last[b"n"], data, state_digest(digest, data))
+        args = (_text(last_id), digest, last[b"n"], data, self.spec.state_seal(key, digest, data))
         return int(self._conn.script(_TRIM, (key, anchor_key), args))
 
     def rewrite(
@@ -235,6 +234,8 @@ class Events:
         found, entries = self._snapshot(entity)
         rows, changed = self.spec.rechained(key, (found.digest, found.seq), entries, payload)
         state = anchor(found.raw) if anchor is not None and found.id else None
+        if state is None and found.id and self.spec.resealed(found.seal):
+            state = found.raw  # the same state, sealed with the primary key
         if changed == 0 and state is None:
             return 0
         for start in range(0, len(rows), _PAGE):
@@ -244,7 +245,9 @@ class Events:
         if entries:
             last_id, last = entries[-1]
             swap = (_text(last_id), last[b"d"], len(rows), rows[-1][-1])
-        sealed = ("", "") if state is None else (state, state_digest(found.digest, state))
+        sealed: tuple[Any, ...] = ("", "")
+        if state is not None:
+            sealed = (state, self.spec.state_seal(key, found.digest, state))
         if not int(self._conn.script(_REWRITE, keys, ("swap", *swap, *sealed))):
             raise ConflictError(key, len(rows), -1)
         self._heads.pop(entity, None)

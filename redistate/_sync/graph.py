@@ -8,6 +8,7 @@ Each method is one script or command on one thread's slot; ``delete_runs`` and
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..errors import InvalidId
 from ..graph import MAX_PAGE, GraphSpec, Stored
@@ -42,21 +43,29 @@ class Graph:
         blobs: Sequence[tuple[bytes, bytes]],
         delta: bool,
         guard: str,
+        lease: Any = None,
     ) -> int:
         """graph_put; returns how many old checkpoints the history cap removed."""
         keys = self.spec.thread_keys(thread_id)
         flat = [value for pair in blobs for value in pair]
         ttl, keep = self.spec.ttl_ms, self.spec.keep
         args = (member, packed, run_id, ttl, guard, keep, int(delta), len(refs))
-        return int(self._conn.script(_PUT, keys, (*args, *refs, *flat)))
+        reply = self._conn.script(_PUT, keys, (*args, *refs, *flat), lease=lease)
+        return int(reply)
 
     def put_writes(
-        self, thread_id: str, member: bytes, writes: Sequence[tuple[bytes, bool, bytes]], guard: str
+        self,
+        thread_id: str,
+        member: bytes,
+        writes: Sequence[tuple[bytes, bool, bytes]],
+        guard: str,
+        lease: Any = None,
     ) -> int:
         """graph_writes: (field suffix, replaces, packed write) each."""
         keys = self.spec.thread_keys(thread_id)
         flat = [v for suffix, replace, packed in writes for v in (suffix, int(replace), packed)]
-        return int(self._conn.script(_WRITES, keys, (member, self.spec.ttl_ms, guard, *flat)))
+        args = (member, self.spec.ttl_ms, guard, *flat)
+        return int(self._conn.script(_WRITES, keys, args, lease=lease))
 
     def read(
         self, thread_id: str, upper: bytes, lower: bytes, count: int

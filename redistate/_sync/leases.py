@@ -12,6 +12,7 @@ from typing import Any
 
 from .._io import (
     Event,
+    sync_confirm,
     sync_event,
     sync_finish,
     sync_join,
@@ -22,7 +23,15 @@ from .._io import (
 )
 from ..errors import LockLost, LockTimeout, RedistateError
 from ..keys import KeySpace
-from ..leases import SHORT_WAIT, check_lease_ttl, check_wait, lease_value, new_token, wait_budget
+from ..leases import (
+    SHORT_WAIT,
+    check_lease_ttl,
+    check_wait,
+    lease_value,
+    new_token,
+    valid_until,
+    wait_budget,
+)
 from ..scripts import script
 from ._client import Connection
 
@@ -37,10 +46,14 @@ _ABANDON = script("lock_abandon")
 class Lease:
     """A fenced lock on ``name``: ``with store.lock("t1") as lease: ...``.
 
-    ``lease.fence`` strictly increases per name across holders, expiry and deletion.
-    With ``renew=True`` a background task extends the lease every ttl/3; if that fails
-    or finds the lease taken, ``lease.lost`` is set, ``on_lost`` runs, and guarded
-    writes made with this lease raise LockLost.
+    ``lease.fence`` strictly increases per name across holders, expiry, deletion,
+    restarts and failovers. With ``renew=True`` a background task extends the lease
+    every ttl/3. The lease keeps a local deadline (when the last acquire or extend was
+    sent, plus the TTL, less a drift margin): once it has passed, or a renewal fails,
+    or any guarded write is refused with LockLost, ``lease.lost`` is set, ``on_lost``
+    runs, guarded writes raise LockLost without sending anything and ``run.step``
+    calls no function. Under ``durability="replicated"`` acquire and extend wait for a
+    replica like writes do.
     """
 
     def __init__(
@@ -59,7 +72,8 @@ class Lease:
         self.key = keys.lock(name)
         self._wake = keys.lock_wake(name)
         self._writes = keys.writes(self.key)
-        self._keys = (self.key, keys.fence(name), self._wake)
+        self._fence_key = keys.fence(name)
+        self._keys = (self.key, self._fence_key, self._wake)
         self.ttl_ms = check_lease_ttl(ttl)
         self.wait = check_wait(wait)
         self.renew = renew
@@ -73,11 +87,37 @@ class Lease:
         self._renewer: Any = None
         self._used = False
         self._budget: float | None = None
+        self._sent = 0.0  # when the current acquire try was first sent (monotonic)
+        self._valid_until: float | None = None  # the local deadline, while held
 
     @property
     def value(self) -> str | None:
         """The lock key's value while this lease holds it (None before acquire)."""
         return None if self.fence is None else lease_value(self.token, self.fence)
+
+    @property
+    def remaining(self) -> float:
+        """Seconds the lease is still known to hold by the local clock (0 when lost,
+        not held or past its deadline): what a long tool call can count on."""
+        if self._valid_until is None or self.lost.is_set():
+            return 0.0
+        return max(self._valid_until - time.monotonic(), 0.0)
+
+    def _overdue(self) -> str | None:
+        """Why a guarded write must not be sent now (lost, not held, or past the
+        local deadline), or None. Pure: see redistate._io.sync_confirm."""
+        if self.lost.is_set():
+            return f"lease {self.name!r} (fence {self.fence}) was lost"
+        if self._valid_until is None:
+            return f"lease {self.name!r} is not held"
+        late = time.monotonic() - self._valid_until
+        if late < 0:
+            return None
+        return (
+            f"lease {self.name!r} (fence {self.fence}) ran past its deadline {late:.3f} s "
+            f"ago with no renewal since (ttl {self.ttl_ms} ms): another owner may hold "
+            f"it; nothing was sent"
+        )
 
     def acquire(self) -> Lease:
         """Take the lease, waiting (woken by the holder's release, never polling) at most
@@ -97,7 +137,8 @@ class Lease:
             # The same token on every try: an acquire resent after a lost reply finds
             # the lease held by this token and reports it acquired.
             # Retries of this call end with the caller's deadline, not the policy's.
-            self._budget = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            self._sent = time.monotonic()
+            self._budget = None if deadline is None else max(deadline - self._sent, 0.0)
             try:
                 reply = sync_finish(self._try_acquire, self._undo_acquire)
             except RedistateError:
@@ -107,6 +148,7 @@ class Lease:
                 raise
             if int(reply[0]) == 1:
                 self.fence = int(reply[1])
+                self._valid_until = valid_until(self._sent, max(int(reply[2]), 0))
                 if self.renew:
                     self._renewer = sync_spawn(self._renew_loop, f"renew {self.key}")
                 return self
@@ -124,7 +166,8 @@ class Lease:
 
     def _try_acquire(self) -> Any:
         args = (self.token, self.ttl_ms)
-        return self._conn.script(_ACQUIRE, self._keys, args, self._budget)
+        replicas = self._conn.replicas(None)
+        return self._conn.script(_ACQUIRE, self._keys, args, self._budget, replicas)
 
     def _undo_acquire(self, reply: Any) -> None:
         if int(reply[0]) == 1:  # acquired for a caller that was cancelled meanwhile
@@ -140,9 +183,11 @@ class Lease:
         """Push the expiry out to ``ttl`` (default: the lease's) from now.
 
         Raises:
-            LockLost: the lease expired or was taken over (it is never brought back).
+            LockLost: the lease expired, was taken over or ran past its local deadline
+                (it is never brought back).
         """
         ttl_ms = self.ttl_ms if ttl is None else check_lease_ttl(ttl)
+        sync_confirm(self)
         self.ttl_ms = ttl_ms  # renewal keeps the new ttl
         if not self._extend(ttl_ms):
             self._mark_lost()
@@ -154,8 +199,15 @@ class Lease:
         # Retries stop at a third of the lease: a renewal that cannot get through by
         # then reports the lease lost while it still has time left, not after expiry.
         budget = self.ttl_ms / 3000
-        reply = self._conn.script(_EXTEND, (self.key,), (self.value, ttl_ms), budget)
-        return int(reply) == 1
+        keys, args = (self.key, self._fence_key), (self.value, ttl_ms)
+        sent = time.monotonic()
+        replicas = self._conn.replicas(None)
+        reply = self._conn.script(_EXTEND, keys, args, budget, replicas)
+        if int(reply) != 1:
+            return False
+        if not self.lost.is_set():
+            self._valid_until = valid_until(sent, ttl_ms)
+        return True
 
     def release(self) -> None:
         """Give the lease back and wake one waiter; stops renewal.
@@ -170,6 +222,7 @@ class Lease:
         except Exception:
             pass  # the renewer's own failure is reported through lease.lost
         self._renewer = None
+        self._valid_until = None
         if value is None:
             raise LockLost(f"lease {self.name!r} is not held")
         released = self._conn.script(
@@ -183,6 +236,8 @@ class Lease:
     def _renew_loop(self) -> None:
         interval = self.ttl_ms / 3000
         while not sync_wait(self._stop, interval):
+            if self.lost.is_set():
+                return  # a refused write or the deadline said so first
             try:
                 held = self._extend(self.ttl_ms)
             except RedistateError:
@@ -192,6 +247,7 @@ class Lease:
                 return
 
     def _mark_lost(self) -> None:
+        """The lease is lost for good: set ``lost`` and run ``on_lost`` once."""
         if self.lost.is_set():
             return
         self.lost.set()

@@ -11,7 +11,7 @@ from .._backoff import backoff_delay
 from .._io import sync_resolve, sync_sleep
 from ..durability import Durability
 from ..erasure import ErasureReport, entity_keys, entry
-from ..errors import ConflictError, InvalidId, RedistateError
+from ..errors import ConflictError, InvalidId, PermissionDenied, RedistateError
 from ..keys import KeySpace
 from ..mergepatch import merge_patch
 from ..records import (
@@ -78,7 +78,8 @@ class Collection:
         if not touch:
             return self.spec.record(id, key, self._conn.get(key))
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        reply = self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 1, guard))
+        args = (self.spec.touch_ttl(ttl), 1, guard)
+        reply = self._conn.script(_TOUCH, keys, args, lease=lease)
         return self.spec.touched(id, key, reply)
 
     def get_many(self, ids: Iterable[str]) -> dict[str, Record | None]:
@@ -159,8 +160,9 @@ class Collection:
             keep=keep,
             lease=guard,
             memory_ms=self._conn.memory_ms,
+            key=key,
         )
-        reply = self._conn.script(_PUT, keys, args, replicas=replicas)
+        reply = self._conn.script(_PUT, keys, args, replicas=replicas, lease=lease)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
     def update(
@@ -242,7 +244,7 @@ class Collection:
             lease=guard,
             memory_ms=self._conn.memory_ms,
         )
-        reply = self._conn.script(_MERGE, keys, args, replicas=replicas)
+        reply = self._conn.script(_MERGE, keys, args, replicas=replicas, lease=lease)
         merged = self.spec.merged(id, key, reply)
         if merged is None:
             normalized = self.spec.codec.decode(payload, key.encode("utf-8"))
@@ -299,7 +301,8 @@ class Collection:
         False if there is no such record."""
         key = self.spec.key(id)
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        reply = self._conn.script(_TOUCH, keys, (self.spec.touch_ttl(ttl), 0, guard))
+        args = (self.spec.touch_ttl(ttl), 0, guard)
+        reply = self._conn.script(_TOUCH, keys, args, lease=lease)
         return reply is not None
 
     def delete(
@@ -321,7 +324,7 @@ class Collection:
         keys, guard = self.spec.guarded_keys(id, key, lease)
         args = ("" if expected is None else expected, guard, new_write_id(), self._conn.memory_ms)
         replicas = self._conn.replicas(durability)
-        reply = self._conn.script(_DELETE, keys, args, replicas=replicas)
+        reply = self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
         return self.spec.deleted(key, expected, reply)
 
     def ttl(self, id: str) -> float | None:
@@ -371,8 +374,13 @@ class Users(Collection):
                 # Off the index first: a write registering it again after this is seen
                 # by the next round (its SADD comes before its data).
                 self._conn.idempotent("SREM", index, item)
-                existed = int(self._conn.idempotent("DEL", *data))
-                self._conn.idempotent("DEL", memory)
+                try:
+                    existed = int(self._conn.idempotent("DEL", *data))
+                    self._conn.idempotent("DEL", memory)
+                except PermissionDenied:
+                    # Back on the index, or a later erase would never find the data.
+                    self._conn.idempotent("SADD", index, item)
+                    raise
                 report.note(item, existed > 0)
         else:
             raise RedistateError(

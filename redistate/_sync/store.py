@@ -20,6 +20,7 @@ from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..migrations import Migrations
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
+from ..signing import SigningKeys
 from ._client import Connection
 from ._connect import client_for
 from .checkpoints import Checkpoints
@@ -62,6 +63,9 @@ class Store:
             replica has them, else NotReplicated; the default is Redis's own (the
             primary's acknowledgement). Each write method takes ``durability=`` too.
         replica_timeout: seconds a replicated write waits for its replica.
+        signing: HMAC keys (redistate.signing.SigningKeys) that seal events, trim
+            anchors, checkpoints, deltas and records, checked on every read and verify;
+            without them the digests catch accidental damage only.
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class Store:
         retry: RetryPolicy | None = None,
         durability: Durability = DEFAULT_DURABILITY,
         replica_timeout: float = 1.0,
+        signing: SigningKeys | None = None,
     ) -> None:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
@@ -89,6 +94,9 @@ class Store:
                 f"codec must have encode(value, context) and decode(data, context), "
                 f"got {type(codec).__name__}: {codec!r:.80}"
             )
+        if signing is not None and not isinstance(signing, SigningKeys):
+            raise TypeError(f"signing must be SigningKeys or None, got {type(signing).__name__}")
+        self.signing = signing
         self.keys = KeySpace(namespace)
         self.codec: Codec = codec if codec is not None else JsonCodec()
         self._conn = Connection(client, retry, durability, replica_timeout)
@@ -98,13 +106,19 @@ class Store:
         self.migrations = Migrations()
         self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
         users = RecordSpec(
-            self.keys, "user", self.codec, ttl=None, max_bytes=max_bytes, migrations=self.migrations
+            self.keys,
+            "user",
+            self.codec,
+            ttl=None,
+            max_bytes=max_bytes,
+            migrations=self.migrations,
+            signing=signing,
         )
         self.users = Users(self._conn, users, attempts=update_attempts)
         self.events = Events(
             self._conn,
             self.keys,
-            EventSpec(self.codec, max_bytes=max_bytes, migrations=self.migrations),
+            EventSpec(self.codec, max_bytes=max_bytes, migrations=self.migrations, signing=signing),
             attempts=update_attempts,
         )
         self.checkpoints = Checkpoints(
@@ -118,6 +132,7 @@ class Store:
                 compress_above=checkpoint_compress_above,
                 max_deltas=checkpoint_max_deltas,
                 migrations=self.migrations,
+                signing=signing,
             ),
         )
 
@@ -140,6 +155,7 @@ class Store:
         retry: RetryPolicy | None = None,
         durability: Durability = DEFAULT_DURABILITY,
         replica_timeout: float = 1.0,
+        signing: SigningKeys | None = None,
         **redis_options: Any,
     ) -> Store:
         """Connect to a URL: ``redis://host:port/db`` (``rediss://``, ``unix://``),
@@ -167,6 +183,7 @@ class Store:
             retry=retry,
             durability=durability,
             replica_timeout=replica_timeout,
+            signing=signing,
         )
         store._others = others
         return store
@@ -206,7 +223,13 @@ class Store:
     ) -> Collection:
         limit = self._max_bytes if max_bytes is None else max_bytes
         spec = RecordSpec(
-            self.keys, kind, self.codec, ttl=ttl, max_bytes=limit, migrations=self.migrations
+            self.keys,
+            kind,
+            self.codec,
+            ttl=ttl,
+            max_bytes=limit,
+            migrations=self.migrations,
+            signing=self.signing,
         )
         return Collection(self._conn, spec, attempts=self._attempts)
 

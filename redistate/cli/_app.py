@@ -8,7 +8,7 @@ import typer
 
 from .. import Store
 from ._embedded import embedded_url
-from ._keys import codec_from_env
+from ._keys import codec_from_env, signing_from_env
 
 __all__ = ["Context", "app", "current"]
 
@@ -18,6 +18,8 @@ Without --url (or REDISTATE_URL) the embedded server is used: see `redistate dem
 Listings print a table, or JSON lines with --json. Errors are one line on stderr:
 exit code 2 for a usage error, 1 for a failure. An encrypted namespace needs its keys
 in REDISTATE_KEYS ("k1=<base64>,k2=<base64>"; primary: REDISTATE_PRIMARY_KEY or the first).
+A signed namespace needs its HMAC keys in REDISTATE_SIGNING_KEYS (same form; primary:
+REDISTATE_SIGNING_PRIMARY or the first).
 """
 
 DEFAULT_NAMESPACE = "redistate"
@@ -47,7 +49,10 @@ class Context:
     def store(self) -> Store:
         if self._store is None:
             codec = codec_from_env()  # before the server starts: bad keys change nothing
-            self._store = Store.from_url(self.url, namespace=self.namespace, timeout=5, codec=codec)
+            signing = signing_from_env()
+            self._store = Store.from_url(
+                self.url, namespace=self.namespace, timeout=5, codec=codec, signing=signing
+            )
             self._stack.callback(self._store.close)
         return self._store
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from .. import RedistateError
-from . import backup, demo, events, inspection, migrate, rotate, stats  # noqa: F401
+from . import acl, backup, demo, events, inspection, migrate, rotate, stats  # noqa: F401
 from ._app import app, current
 
 __all__ = ["app", "main"]

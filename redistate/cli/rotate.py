@@ -10,6 +10,11 @@ their chain is verified: their digests cover the encrypted payloads, so the chai
 recomputed from the first re-encrypted event (a digest of its end kept elsewhere must
 be taken anew); a chain that does not verify is left as it is and named (exit 1).
 Afterwards the old keys can go.
+
+With signing keys (``REDISTATE_SIGNING_KEYS``) it also seals anew, with the signing
+primary, everything sealed with another key or not sealed at all (data written before
+signing was configured, read once without the seal check: run it on a namespace you
+trust). Either set of keys may be given alone.
 """
 
 from __future__ import annotations
@@ -22,9 +27,7 @@ import typer
 
 from .. import RedistateError, Store
 from ..encryption import EncryptedCodec, key_id
-from ..envelope import unpack
 from ..errors import ConflictError, IntegrityError, InvalidId
-from ..mergelog import frames
 from ..records import new_write_id
 from ..scripts import script
 from ._app import app
@@ -59,19 +62,24 @@ def rotate(store: Store) -> RotateReport:
     """Re-encrypt ``store``'s namespace with its codec's primary key.
 
     Raises:
-        RedistateError: the store's codec is not an EncryptedCodec.
+        RedistateError: the store has neither an EncryptedCodec nor signing keys.
         IntegrityError: a value does not decrypt (nothing after it is rewritten).
     """
     codec = store.codec
-    if not isinstance(codec, EncryptedCodec):
+    encrypted = isinstance(codec, EncryptedCodec)
+    if not encrypted and store.signing is None:
         raise RedistateError(
-            "rotate-keys needs the keys: set REDISTATE_KEYS (and REDISTATE_PRIMARY_KEY)"
+            "rotate-keys needs the keys: set REDISTATE_KEYS (and REDISTATE_PRIMARY_KEY) "
+            "or REDISTATE_SIGNING_KEYS (and REDISTATE_SIGNING_PRIMARY)"
         )
     report = RotateReport()
-    codec.read_plaintext = True  # values written before encryption get encrypted too
+    if isinstance(codec, EncryptedCodec):
+        codec.read_plaintext = True  # values written before encryption get encrypted too
+    if store.signing is not None:
+        store.signing.read_unsigned = True  # and data written before signing gets sealed
 
     def current(data: bytes) -> bool:
-        if codec.current(data):
+        if not isinstance(codec, EncryptedCodec) or codec.current(data):
             return True
         old = key_id(data) or "(not encrypted)"
         report.old_keys[old] = report.old_keys.get(old, 0) + 1
@@ -105,13 +113,10 @@ def _rotate_record(
     raw = store._conn.get(key)
     if raw is None:
         return
-    env = unpack(key, raw)
-    parts = frames(key, env.payload) if env.log else [env.payload]
-    stale = [part for part in parts if part and not current(part)]  # counts every old one
-    if not stale:
+    spec = collection_of(store, kind).spec
+    if not spec.stale(key, raw, current):  # counts every old part
         report.current += 1
         return
-    spec = collection_of(store, kind).spec
     args = spec.compact_args(key, spec.compaction(key, raw), new_write_id(), store._conn.memory_ms)
     if args is None:
         raise RedistateError(f"{key!r} re-encrypted would pass its max_bytes: not rotated")
@@ -126,7 +131,7 @@ def _rotate_list(
     store: Store, key: str, part: str, current: Callable[[bytes], bool], report: RotateReport
 ) -> None:
     spec = store.checkpoints.spec
-    items: list[Any] = store._conn.client.lrange(key, 0, -1)
+    items: list[Any] = store._conn.idempotent("LRANGE", key, 0, -1)  # retried, translated
     pairs: list[bytes] = []
     for item in items:
         if part == "":
@@ -192,8 +197,9 @@ def rotate_keys(
 ) -> None:
     """Re-encrypt every record, checkpoint, delta and audit event of the namespace with
     the primary key of REDISTATE_KEYS (versions, TTLs and fences kept; event chains
-    verified, then recomputed). Run it again until it rewrites nothing; then the old
-    keys can be dropped."""
+    verified, then recomputed); with REDISTATE_SIGNING_KEYS, seal them anew with the
+    signing primary (data written before signing included). Run it again until it
+    rewrites nothing; then the old keys can be dropped."""
     store: Store = ctx.obj.store
     report = rotate(store)
     moved = ", ".join(f"{k}: {n}" for k, n in sorted(report.old_keys.items())) or "none"
@@ -208,8 +214,11 @@ def rotate_keys(
         "events": report.events,
         "event chains not verified": len(report.unverified),
     }
-    primary = getattr(store.codec, "primary", "?")
-    emit([row], as_json, f"rotated {store.keys.namespace} to key {primary}")
+    primary = getattr(store.codec, "primary", None)
+    sealer = None if store.signing is None else store.signing.primary
+    named = (("key", primary), ("signing key", sealer))
+    to = ", ".join(f"{what} {kid}" for what, kid in named if kid)
+    emit([row], as_json, f"rotated {store.keys.namespace} to {to}")
     if report.unverified:
         raise RedistateError(
             f"{len(report.unverified)} event chain(s) do not verify and were not "

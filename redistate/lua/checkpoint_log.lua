@@ -14,9 +14,13 @@ ARGV[5]  "1" = follow the task's current expiry (the checkpoint list's; ARGV[4] 
          task has no checkpoint yet), "0" = set ARGV[4] on every key
 ARGV[6]  lease value the write is guarded by, or "" (unguarded)
 ARGV[7]  how long (ms) a delta id is remembered; "0" = nothing is remembered
+ARGV[8]  optional: "=<snapshot id>" ("=" alone: no checkpoint) when the blob is sealed
+         for the checkpoint it follows (signing keys): appended only if the newest
+         checkpoint is that one; absent or "": whichever is newest
 returns  {1, length}: appended; {0, length}: this delta was appended before (a resend:
          it is the newest, or remembered even if a save has compacted it away since),
-         nothing changed
+         nothing changed; {2, snapshot id}: the newest checkpoint is another than
+         ARGV[8] names ("" for none): nothing written, seal it for that one and resend
 errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock;
          RSFULL if the log holds ARGV[3] deltas already (save a checkpoint to compact
          it). All before any write.
@@ -24,7 +28,9 @@ Every key of a task always carries the same expiry: the log never outlives its t
 ]]
 local id, limit, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
 local memory_ms = rs_ttl(ARGV[7])
-if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^%d+$')
+local sealed_for = ARGV[8] or ''
+if (sealed_for ~= '' and (not string.match(sealed_for, '^=[%w_-]*$') or #sealed_for > 65))
+    or not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^%d+$')
     or limit < 1 or limit > 100000 or not ttl_ms or (ARGV[5] ~= '0' and ARGV[5] ~= '1')
     or not memory_ms then
   return redis.error_reply('RSARG malformed arguments to checkpoint_log')
@@ -45,6 +51,7 @@ end
 local head = redis.call('LINDEX', KEYS[2], 0)
 local snapshot = ''
 if head then snapshot = string.match(head, '^%d+,%d+,%d+,([%w_-]+),') or '' end
+if sealed_for ~= '' and string.sub(sealed_for, 2) ~= snapshot then return {2, snapshot} end
 local now_us = rs_now_us()
 redis.call('RPUSH', KEYS[3], string.format('D1,%s,%s,%013.0f\n',
   id, snapshot, math.floor(now_us / 1000)) .. ARGV[2])

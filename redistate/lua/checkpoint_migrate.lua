@@ -5,7 +5,7 @@ so that checkpoint stays until the next save compacts them.
 KEYS[1]  the task's checkpoint list
 KEYS[2]  its delta log
 ARGV[1]  the schema the new checkpoints are at (digits)
-ARGV     then triples: a prefix naming one checkpoint ("K1,<digest>"), its id, the
+ARGV     then triples: a prefix naming one checkpoint ("K1,<digest or seal>"), its id, the
          checkpoint to put in its place
 returns  {replaced, held}: held = left because older deltas follow them; a checkpoint
          saved over, trimmed or deleted since it was read is simply not found
@@ -20,10 +20,12 @@ for i = 2, #ARGV, 3 do
     return redis.error_reply('RSARG malformed arguments to checkpoint_migrate')
   end
 end
--- Checkpoints an older delta follows: "D1,<id>,<snapshot>,<ms>\n<hex>[,<schema>]\n".
+-- Checkpoints an older delta follows: "D1,<id>,<snapshot>,<ms>\n<digest>[,<schema>]\n",
+-- the digest hex or a seal "<key id>:<hex>".
 local held_ids = {}
 for _, delta in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-  local snapshot, schema = string.match(delta, '^D1,[%w_-]+,([%w_-]*),%d+\n%x+,?(%d*)\n')
+  local snapshot, schema =
+    string.match(delta, '^D1,[%w_-]+,([%w_-]*),%d+\n[%w_:-]+,?(%d*)\n')
   if snapshot and (tonumber(schema) or 1) < target then held_ids[snapshot] = true end
 end
 local replaced, held = 0, 0

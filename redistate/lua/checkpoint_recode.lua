@@ -1,7 +1,7 @@
 --[[ checkpoint_recode: replace elements of a task's checkpoint list or delta log with the
 same checkpoints or deltas encoded anew (rotate-keys re-encrypts with it).
 KEYS[1]  the list: a task's checkpoints (key task) or its delta log (task ... :log)
-ARGV     pairs: a prefix naming one element ("K1,<digest>" of a checkpoint, "D1,<id>,"
+ARGV     pairs: a prefix naming one element ("K1,<digest or seal>" of a checkpoint, "D1,<id>,"
          of a delta), then the element to put in its place
 returns  how many elements were replaced; an element saved, trimmed or deleted since it
          was read is simply not found (saves push at the head, so positions move: they

@@ -13,7 +13,8 @@ ARGV[4]  schema (digits)
 ARGV[5]  at: the appender's clock, ms since the epoch
 ARGV[6]  payload, encoded by the store's codec
 ARGV[7]  this event's digest, SHA-256 hex over ARGV[1..6] in canonical form (computed
-         by the client: Redis Lua has no SHA-256; verify() recomputes every one)
+         by the client: Redis Lua has no SHA-256; verify() recomputes every one), or
+         with signing keys a seal "<key id>:<HMAC-SHA-256 hex>" (ARGV[1] may be either)
 ARGV[8]  lease value "<token>,<fence>" the append is guarded by, or ""
 ARGV[9]  the append's write id ([A-Za-z0-9_-], 1-32 chars)
 ARGV[10] how long (ms) write ids are remembered; "0" = nothing is remembered
@@ -24,12 +25,18 @@ returns  {1, id}: appended, `id` the stream id (server time);
 errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the lock,
          RSINTEGRITY if the newest event has no position or digest. All before any write.
 ]]
-local HEX64 = '^' .. string.rep('[0-9a-f]', 64) .. '$'
+local HEX64 = string.rep('[0-9a-f]', 64)
+-- A chain link: a SHA-256 hex digest, or a seal "<key id>:<HMAC hex>" (signing keys).
+local function digest_ok(s)
+  if string.match(s, '^' .. HEX64 .. '$') then return true end
+  local kid = string.match(s, '^([%w_-]+):' .. HEX64 .. '$')
+  return kid ~= nil and #kid <= 32
+end
 local memory_ms = rs_ttl(ARGV[10])
-if (ARGV[1] ~= '' and not string.match(ARGV[1], HEX64))
+if (ARGV[1] ~= '' and not digest_ok(ARGV[1]))
     or not string.match(ARGV[2], '^[1-9]%d*$') or not string.match(ARGV[3], '^[%w_.:-]+$')
     or #ARGV[3] > 64 or not string.match(ARGV[4], '^%d+$') or not string.match(ARGV[5], '^%d+$')
-    or not string.match(ARGV[7], HEX64) or not string.match(ARGV[9], '^[%w_-]+$')
+    or not digest_ok(ARGV[7]) or not string.match(ARGV[9], '^[%w_-]+$')
     or #ARGV[9] > 32 or not memory_ms then
   return redis.error_reply('RSARG malformed arguments to event_append')
 end

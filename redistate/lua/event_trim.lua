@@ -5,18 +5,25 @@ KEYS[2]  its anchor, a hash: seq and digest of the last event removed, its id, t
          folded up to it (default reducer, encoded by the store's codec), the state's
          digest (bound to the chain digest), how many events were removed in all
 ARGV[1]  the stream id of the last event to remove
-ARGV[2]  its digest (the caller verified the chain up to it)
+ARGV[2]  its digest or seal (the caller verified the chain up to it)
 ARGV[3]  its position in the chain
 ARGV[4]  the state folded up to and including it, encoded
-ARGV[5]  SHA-256 hex over ARGV[2] and ARGV[4] (computed by the client)
+ARGV[5]  SHA-256 hex over ARGV[2] and ARGV[4] (computed by the client), or with
+         signing keys a seal "<key id>:<HMAC hex>" over the stream key, ARGV[2] and ARGV[4]
 returns  the number of events removed (0 if that event is no longer there with that
          digest: trimmed meanwhile, or the stream was rebuilt)
 errors   RSARG on malformed arguments. Before any write.
 ]]
+local HEX64 = string.rep('[0-9a-f]', 64)
+-- A SHA-256 hex digest, or a seal "<key id>:<HMAC hex>" (signing keys).
+local function digest_ok(s)
+  if string.match(s, '^' .. HEX64 .. '$') then return true end
+  local kid = string.match(s, '^([%w_-]+):' .. HEX64 .. '$')
+  return kid ~= nil and #kid <= 32
+end
 local id_ms, id_seq = string.match(ARGV[1], '^(%d+)-(%d+)$')
-if not id_ms or not string.match(ARGV[2], '^' .. string.rep('[0-9a-f]', 64) .. '$')
-    or not string.match(ARGV[3], '^[1-9]%d*$')
-    or not string.match(ARGV[5], '^' .. string.rep('[0-9a-f]', 64) .. '$') then
+if not id_ms or not digest_ok(ARGV[2]) or not string.match(ARGV[3], '^[1-9]%d*$')
+    or not digest_ok(ARGV[5]) then
   return redis.error_reply('RSARG malformed arguments to event_trim')
 end
 local found = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])[1]

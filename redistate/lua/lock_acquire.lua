@@ -1,14 +1,22 @@
---[[ lock_acquire: take a lease if it is free, with the next fencing number.
+--[[ lock_acquire: take a lease if it is free, with a fencing number larger than any
+     issued before on this name.
 KEYS[1]  lock key (value "<token>,<fence>", expires with the lease)
-KEYS[2]  fencing counter of the lock name (persistent: fences never repeat)
+KEYS[2]  fence key of the lock name: the last fence issued, kept as long as the lease
 KEYS[3]  wake-up list of the lock name (cleared on acquire: a wake-up left by an
          earlier release is meant for no one now)
 ARGV[1]  token (128 random bits, hex)
 ARGV[2]  ttl in ms (1 .. 100 years)
 returns  {1, fence, ttl_ms}: acquired (or already held with this token: a resent
-         acquire, so the caller learns it holds the lease);
-         {0, remaining_ms}: held by someone else for remaining_ms more
-errors   RSARG on malformed arguments, before any write.
+         acquire, so the caller learns it holds the lease; then the lease's remaining
+         ms);
+         {0, remaining_ms}: held by someone else for remaining_ms more (-1: the lock
+         key has no expiry)
+errors   RSARG on malformed arguments; RSINTEGRITY on a fence key that is not a
+         number below 2^53 - 1; both before any write.
+The fence is max(last fence + 1, server TIME in µs): it grows across restarts without
+persistence, RDB restores and failovers (which lose the fence key) as long as the
+servers' clocks do not step back by more than the time those took. Written with
+rs_int, never as a Lua number (which Redis would store as "1e+15").
 ]]
 local token, ttl_ms = ARGV[1], rs_ttl(ARGV[2])
 if not string.match(token, '^%x+$') or #token ~= 32 or not ttl_ms or ttl_ms == 0 then
@@ -20,7 +28,14 @@ if current then
   if holder == token then return {1, tonumber(fence), redis.call('PTTL', KEYS[1])} end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local fence = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], token .. ',' .. fence, 'PX', ttl_ms)
+local last = redis.call('GET', KEYS[2]) or '0'
+if not string.match(last, '^%d+$') or #last > 16 or tonumber(last) >= RS_MAX_VERSION then
+  return redis.error_reply('RSINTEGRITY fence key ' .. KEYS[2] .. ' holds ' .. string.sub(last, 1, 40)
+    .. ', not a fence below 2^53 - 1')
+end
+local fence = math.max(tonumber(last) + 1, rs_now_us())
+local text = rs_int(fence)
+redis.call('SET', KEYS[1], token .. ',' .. text, 'PX', ttl_ms)
+redis.call('SET', KEYS[2], text, 'PX', ttl_ms)
 redis.call('DEL', KEYS[3])
 return {1, fence, ttl_ms}

@@ -1,5 +1,6 @@
 --[[ lock_extend: push a held lease's expiry out; never brings back an expired one.
 KEYS[1]  lock key
+KEYS[2]  fence key of the lock name (kept as long as the lease)
 ARGV[1]  the lease's value "<token>,<fence>"
 ARGV[2]  new ttl in ms, from now
 returns  1: extended; 0: not held any more (expired or taken over): nothing changed
@@ -11,4 +12,5 @@ if not ttl_ms or ttl_ms == 0 then
 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ttl_ms)
+redis.call('PEXPIRE', KEYS[2], ttl_ms)
 return 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -15,13 +17,14 @@ from tests.conftest import Backend
 async def test_acquire_and_release(store: AsyncStore, backend: Backend) -> None:
     raw = backend.raw()
     async with store.lock("t1", ttl=30) as lease:
-        assert lease.fence == 1
-        assert raw.get(lease.key) == f"{lease.token},1".encode()
+        first = lease.fence
+        assert first is not None and first > 0
+        assert raw.get(lease.key) == f"{lease.token},{first}".encode()
         assert 29_000 < raw.pttl(lease.key) <= 30_000
         assert len(lease.token) == 32
     assert raw.exists(store.keys.lock("t1")) == 0
     async with store.lock("t1") as again:
-        assert again.fence == 2
+        assert again.fence is not None and again.fence > first
 
 
 async def test_a_held_lease_times_out_other_acquirers(store: AsyncStore) -> None:
@@ -33,15 +36,16 @@ async def test_a_held_lease_times_out_other_acquirers(store: AsyncStore) -> None
 
 
 async def test_fences_grow_across_expiry_and_deletion(store: AsyncStore, backend: Backend) -> None:
-    fences = []
+    fences: list[int] = []
     for i in range(1000):
         # No release: each lease expires (1 ms), and the next acquirer waits it out,
         # blocked on the wake-up list for the holder's remaining TTL, not polling.
         lease = await store.lock("t", ttl=0.001, renew=False).acquire()
+        assert lease.fence is not None
         fences.append(lease.fence)
         if i % 100 == 0:
             backend.raw().delete(store.keys.lock("t"))  # deleting the lock key resets nothing
-    assert fences == list(range(1, 1001))
+    assert all(a < b for a, b in pairwise(fences)), fences
 
 
 async def test_releasing_a_lost_lease_leaves_the_new_holder_alone(
@@ -83,6 +87,7 @@ async def test_a_resent_acquire_reports_the_lease_held(store: AsyncStore) -> Non
 
 async def test_a_waiter_is_woken_by_the_release(store: AsyncStore) -> None:
     holder = await store.lock("t", ttl=30, renew=False).acquire()
+    held = holder.fence
     got: dict[str, Any] = {}
 
     async def wait_for_it() -> None:
@@ -93,7 +98,9 @@ async def test_a_waiter_is_woken_by_the_release(store: AsyncStore) -> None:
     waiter = async_spawn(wait_for_it, "waiter")
     await holder.release()
     await async_join(waiter)
-    assert got["fence"] == 2  # woken long before its 20 s budget or the 30 s TTL
+    # Woken by the release (its 20 s budget and the 30 s TTL are far off; a timeout
+    # would raise LockTimeout), with a later fence.
+    assert held is not None and got["fence"] > held
 
 
 async def test_renewal_keeps_a_lease_through_a_long_section(
@@ -120,6 +127,69 @@ async def test_renewal_notices_a_lost_lease(store: AsyncStore, backend: Backend)
         await store.sessions.put("t", {"late": True}, lease=lease)
     with pytest.raises(LockLost):
         await lease.release()
+
+
+async def test_a_refused_guarded_write_marks_the_lease_lost_at_once(
+    store: AsyncStore, backend: Backend
+) -> None:
+    seen: list[str] = []
+    lease = store.lock("t", ttl=30, renew=False, on_lost=lambda _: seen.append("on_lost"))
+    await lease.acquire()
+    backend.raw().delete(lease.key)  # evicted, or expired unnoticed
+    taken = await store.lock("t", ttl=30, renew=False).acquire()
+    try:
+        await store.checkpoints.save("t", {"n": 1}, lease=lease)
+    except LockLost:
+        seen.append("LockLost")
+    # on_lost ran before the caller heard of the refusal, and the lease stays lost.
+    assert seen == ["on_lost", "LockLost"] and lease.lost.is_set() and lease.remaining == 0
+    with pytest.raises(LockLost, match="was lost"):
+        await store.sessions.put("t", {"n": 2}, lease=lease)
+    assert seen == ["on_lost", "LockLost"]  # once
+    await taken.release()
+
+
+async def test_after_a_refused_save_the_next_step_calls_nothing(
+    store: AsyncStore, backend: Backend
+) -> None:
+    calls: list[str] = []
+    with pytest.raises(LockLost):
+        async with store.task("t", ttl=30) as run:
+            backend.raw().delete(run.lease.key)
+            other = await store.lock("t", ttl=30, renew=False).acquire()
+            with pytest.raises(LockLost):
+                await run.save({"n": 1})
+            with pytest.raises(LockLost, match="'pay' was not run"):
+                await run.step("pay", lambda: calls.append("pay"))
+            await other.release()
+    assert calls == []
+
+
+async def test_past_its_deadline_a_lease_sends_nothing(store: AsyncStore, backend: Backend) -> None:
+    seen: list[int | None] = []
+    lease = store.lock("t", ttl=30, renew=False, on_lost=lambda le: seen.append(le.fence))
+    await lease.acquire()
+    assert 29 < lease.remaining <= 30
+    lease._valid_until = time.monotonic()  # as if paused for its whole TTL since acquire
+    with pytest.raises(LockLost, match="past its deadline"):
+        await store.sessions.put("t", {"late": True}, lease=lease)
+    # The server would still have taken it: the lock key holds the lease's value.
+    assert backend.raw().get(lease.key) == lease.value.encode()  # type: ignore[union-attr]
+    assert await store.sessions.get("t") is None
+    assert lease.lost.is_set() and seen == [lease.fence] and lease.remaining == 0
+    with pytest.raises(LockLost):
+        await lease.extend()  # never brought back
+    await lease.release()  # gives the lock back all the same: it was still held
+
+
+async def test_a_step_past_the_deadline_calls_nothing(store: AsyncStore) -> None:
+    calls: list[str] = []
+    async with store.task("t", ttl=30) as run:
+        assert await run.step("one", lambda: len(calls.__iadd__(["one"]))) == 1
+        run.lease._valid_until = time.monotonic()  # a blocked loop or a SIGSTOP
+        with pytest.raises(LockLost, match="past its deadline"):
+            await run.step("two", lambda: calls.append("two"))
+    assert calls == ["one"]
 
 
 # -- guarded writes ------------------------------------------------------------------

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -16,13 +18,14 @@ from tests.conftest import Backend
 def test_acquire_and_release(store: Store, backend: Backend) -> None:
     raw = backend.raw()
     with store.lock("t1", ttl=30) as lease:
-        assert lease.fence == 1
-        assert raw.get(lease.key) == f"{lease.token},1".encode()
+        first = lease.fence
+        assert first is not None and first > 0
+        assert raw.get(lease.key) == f"{lease.token},{first}".encode()
         assert 29_000 < raw.pttl(lease.key) <= 30_000
         assert len(lease.token) == 32
     assert raw.exists(store.keys.lock("t1")) == 0
     with store.lock("t1") as again:
-        assert again.fence == 2
+        assert again.fence is not None and again.fence > first
 
 
 def test_a_held_lease_times_out_other_acquirers(store: Store) -> None:
@@ -34,15 +37,16 @@ def test_a_held_lease_times_out_other_acquirers(store: Store) -> None:
 
 
 def test_fences_grow_across_expiry_and_deletion(store: Store, backend: Backend) -> None:
-    fences = []
+    fences: list[int] = []
     for i in range(1000):
         # No release: each lease expires (1 ms), and the next acquirer waits it out,
         # blocked on the wake-up list for the holder's remaining TTL, not polling.
         lease = store.lock("t", ttl=0.001, renew=False).acquire()
+        assert lease.fence is not None
         fences.append(lease.fence)
         if i % 100 == 0:
             backend.raw().delete(store.keys.lock("t"))  # deleting the lock key resets nothing
-    assert fences == list(range(1, 1001))
+    assert all(a < b for a, b in pairwise(fences)), fences
 
 
 def test_releasing_a_lost_lease_leaves_the_new_holder_alone(
@@ -84,6 +88,7 @@ def test_a_resent_acquire_reports_the_lease_held(store: Store) -> None:
 
 def test_a_waiter_is_woken_by_the_release(store: Store) -> None:
     holder = store.lock("t", ttl=30, renew=False).acquire()
+    held = holder.fence
     got: dict[str, Any] = {}
 
     def wait_for_it() -> None:
@@ -94,7 +99,9 @@ def test_a_waiter_is_woken_by_the_release(store: Store) -> None:
     waiter = sync_spawn(wait_for_it, "waiter")
     holder.release()
     sync_join(waiter)
-    assert got["fence"] == 2  # woken long before its 20 s budget or the 30 s TTL
+    # Woken by the release (its 20 s budget and the 30 s TTL are far off; a timeout
+    # would raise LockTimeout), with a later fence.
+    assert held is not None and got["fence"] > held
 
 
 def test_renewal_keeps_a_lease_through_a_long_section(
@@ -121,6 +128,69 @@ def test_renewal_notices_a_lost_lease(store: Store, backend: Backend) -> None:
         store.sessions.put("t", {"late": True}, lease=lease)
     with pytest.raises(LockLost):
         lease.release()
+
+
+def test_a_refused_guarded_write_marks_the_lease_lost_at_once(
+    store: Store, backend: Backend
+) -> None:
+    seen: list[str] = []
+    lease = store.lock("t", ttl=30, renew=False, on_lost=lambda _: seen.append("on_lost"))
+    lease.acquire()
+    backend.raw().delete(lease.key)  # evicted, or expired unnoticed
+    taken = store.lock("t", ttl=30, renew=False).acquire()
+    try:
+        store.checkpoints.save("t", {"n": 1}, lease=lease)
+    except LockLost:
+        seen.append("LockLost")
+    # on_lost ran before the caller heard of the refusal, and the lease stays lost.
+    assert seen == ["on_lost", "LockLost"] and lease.lost.is_set() and lease.remaining == 0
+    with pytest.raises(LockLost, match="was lost"):
+        store.sessions.put("t", {"n": 2}, lease=lease)
+    assert seen == ["on_lost", "LockLost"]  # once
+    taken.release()
+
+
+def test_after_a_refused_save_the_next_step_calls_nothing(
+    store: Store, backend: Backend
+) -> None:
+    calls: list[str] = []
+    with pytest.raises(LockLost):
+        with store.task("t", ttl=30) as run:
+            backend.raw().delete(run.lease.key)
+            other = store.lock("t", ttl=30, renew=False).acquire()
+            with pytest.raises(LockLost):
+                run.save({"n": 1})
+            with pytest.raises(LockLost, match="'pay' was not run"):
+                run.step("pay", lambda: calls.append("pay"))
+            other.release()
+    assert calls == []
+
+
+def test_past_its_deadline_a_lease_sends_nothing(store: Store, backend: Backend) -> None:
+    seen: list[int | None] = []
+    lease = store.lock("t", ttl=30, renew=False, on_lost=lambda le: seen.append(le.fence))
+    lease.acquire()
+    assert 29 < lease.remaining <= 30
+    lease._valid_until = time.monotonic()  # as if paused for its whole TTL since acquire
+    with pytest.raises(LockLost, match="past its deadline"):
+        store.sessions.put("t", {"late": True}, lease=lease)
+    # The server would still have taken it: the lock key holds the lease's value.
+    assert backend.raw().get(lease.key) == lease.value.encode()  # type: ignore[union-attr]
+    assert store.sessions.get("t") is None
+    assert lease.lost.is_set() and seen == [lease.fence] and lease.remaining == 0
+    with pytest.raises(LockLost):
+        lease.extend()  # never brought back
+    lease.release()  # gives the lock back all the same: it was still held
+
+
+def test_a_step_past_the_deadline_calls_nothing(store: Store) -> None:
+    calls: list[str] = []
+    with store.task("t", ttl=30) as run:
+        assert run.step("one", lambda: len(calls.__iadd__(["one"]))) == 1
+        run.lease._valid_until = time.monotonic()  # a blocked loop or a SIGSTOP
+        with pytest.raises(LockLost, match="past its deadline"):
+            run.step("two", lambda: calls.append("two"))
+    assert calls == ["one"]
 
 
 # -- guarded writes ------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from importlib import resources
 
 import pytest
@@ -63,11 +64,13 @@ def test_sha_is_sha1_of_the_source(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", scripts.names())
-def test_source_is_libraries_then_the_script_file(name: str) -> None:
+def test_source_is_the_acl_check_then_libraries_then_the_script_file(name: str) -> None:
     files = _lua_files()
     source = script(name).source
     assert source.endswith(files[name])
-    prefix = source[: -len(files[name])]
+    prelude = scripts._acl_prelude(name)
+    assert source.startswith(prelude)
+    prefix = source[len(prelude) : -len(files[name])]
     libraries = {stem: text for stem, text in files.items() if stem.startswith("_")}
     # The prefix is a concatenation of whole library files, nothing else.
     rest = prefix
@@ -80,7 +83,7 @@ def test_source_is_libraries_then_the_script_file(name: str) -> None:
 def test_record_scripts_use_the_envelope_library() -> None:
     envelope = _lua_files()["_envelope"]
     for name in ("record_put", "record_touch", "record_delete"):
-        assert script(name).source.startswith(envelope)
+        assert script(name).source[len(scripts._acl_prelude(name)) :].startswith(envelope)
 
 
 def test_scripts_differ() -> None:
@@ -125,3 +128,53 @@ def test_library_headers_say_they_are_not_scripts() -> None:
     for stem, text in _lua_files().items():
         if stem.startswith("_"):
             assert _header(text).startswith(f"--[[ {stem}:")
+
+
+# -- the ACL: one list, read out of the Lua sources ----------------------------------
+
+
+def _called(text: str) -> set[str]:
+    """Commands called in Lua text, found independently of scripts.py: every
+    redis.call / redis.pcall outside comments, whatever its quoting."""
+    code = re.sub(r"--\[\[.*?\]\]|--[^\n]*", "", text, flags=re.S)
+    calls = re.findall(r"redis\.p?call\(([^,)]*)", code)
+    names = {c.strip().strip("'\"").lower() for c in calls}
+    assert all(n.isalpha() for n in names), names  # literals only: the check names them
+    return names
+
+
+@pytest.mark.parametrize("name", scripts.names())
+def test_each_scripts_acl_check_lists_exactly_the_commands_its_lua_calls(name: str) -> None:
+    files = _lua_files()
+    libraries = [
+        stem for stem in files if stem.startswith("_") and files[stem] in script(name).source
+    ]
+    called = set().union(*(_called(files[f]) for f in [*libraries, name]))
+    assert called and scripts.lua_commands(name) == called
+    prelude = scripts._acl_prelude(name)
+    checked = set(re.findall(r"acl_check_cmd\('([a-z]+)'", prelude))
+    assert checked == called
+    # Before the first line of the script itself: nothing can run (or write) first.
+    assert script(name).source.index(prelude) == 0
+    assert "redis.call(" not in prelude and "redis.pcall(" not in prelude
+
+
+def test_the_acl_is_the_lua_commands_and_the_clients_own() -> None:
+    lua = set().union(*(scripts.lua_commands(n) for n in scripts.names()))
+    every = scripts.acl_commands()
+    assert list(every) == sorted(set(every))
+    assert set(every) == lua | set(scripts.CLIENT_COMMANDS)
+    for command in ("evalsha", "script|load", "get", "scan", "wait", "blpop", "xrange"):
+        assert command in every
+    assert 40 <= len(every) <= 80  # printed on one line by `redistate acl`
+
+
+def test_every_lua_command_has_an_argument_count_for_the_check() -> None:
+    lua = set().union(*(scripts.lua_commands(n) for n in scripts.names()))
+    assert lua <= set(scripts._ARGS), lua - set(scripts._ARGS)
+
+
+def test_a_command_that_is_not_a_literal_is_refused() -> None:
+    with pytest.raises(ValueError, match="literal"):
+        scripts._calls("local c = 'GET'\nreturn redis.call(c, KEYS[1])")
+    assert scripts._calls("-- redis.call('DEL', k)\nreturn redis.pcall(\"GET\", k)") == {"get"}

@@ -6,7 +6,8 @@ import pytest
 from redis import exceptions as rex
 
 from redistate._translate import describe, translate
-from redistate.errors import IntegrityError, RedistateError, StoreUnavailable
+from redistate.errors import IntegrityError, PermissionDenied, RedistateError, StoreUnavailable
+from redistate.retry import is_transient
 
 
 @pytest.mark.parametrize(
@@ -33,7 +34,6 @@ def test_conditions_a_retry_may_cure_are_store_unavailable(exc: Exception) -> No
     [
         rex.AuthenticationError("invalid password"),
         rex.AuthorizationError("no auth"),
-        rex.NoPermissionError("NOPERM"),
     ],
 )
 def test_refused_credentials_are_not_retryable(exc: Exception) -> None:
@@ -70,3 +70,65 @@ def test_an_error_inside_multi_exec_is_classified_by_its_own_message() -> None:
     )
     error = translate(wrapped, "here")
     assert isinstance(error, IntegrityError) and str(error).startswith("WRONGTYPE")
+
+
+# The exact texts of Redis 7.0.15 and Valkey 9 (redis-py strips the NOPERM code), of the
+# check every script starts with, and of a denial inside MULTI/EXEC.
+DENIALS = [
+    (rex.NoPermissionError("this user has no permissions to run the 'setrange' command"),
+     "setrange"),
+    (rex.NoPermissionError("User u has no permissions to run the 'script|load' command"),
+     "script|load"),
+    (rex.NoPermissionError(
+        "this user has no permissions to access one of the keys used as arguments"), "evalsha"),
+    (rex.NoPermissionError("No permissions to access a key"), "evalsha"),
+    (
+        rex.NoPermissionError(
+            "this user has no permissions to run the 'pexpire' command (record_put "
+            "checked before any write)"
+        ),
+        "pexpire",
+    ),
+    (
+        rex.ResponseError(
+            "ACL failure in script: User u has no permissions to run the 'setrange' "
+            "command script: on @user_script:1."
+        ),
+        "setrange",
+    ),
+    (rex.ResponseError(
+        "ACL failure in script: No permissions to access a key script: on @user_script:1."), "?"),
+    (
+        rex.ResponseError(
+            "The user executing the script can't run this command or subcommand script: "
+            "a050e9e5bce9ce26a6715530e025cdeee1d83851, on @user_script:1."
+        ),
+        "?",
+    ),
+    (
+        rex.ResponseError(
+            "The user executing the script can't access at least one of the keys "
+            "mentioned in the command arguments script: 3b0b, on @user_script:1."
+        ),
+        "?",
+    ),
+    (
+        rex.NoPermissionError(
+            "Command # 2 (LRANGE ns:task:{t} 0 -1) of pipeline caused error: this user "
+            "has no permissions to access one of the keys used as arguments"
+        ),
+        "lrange",
+    ),
+    (rex.ResponseError("EXEC without MULTI"), "multi"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("exc", "command"), DENIALS)
+def test_an_acl_denial_is_permission_denied_naming_the_command(
+    exc: Exception, command: str
+) -> None:
+    err = translate(exc, "h:1/0", "evalsha")
+    assert type(err) is PermissionDenied
+    assert err.command == command
+    assert "credentials" not in str(err) and "h:1/0" in str(err) and "ACL" in str(err)
+    assert not is_transient(exc)  # never retried
