@@ -414,9 +414,10 @@ def test_stall_reply_delays_one_reply(proxy: FaultProxy, direct: redis.Redis, ke
         started = time.monotonic()
         assert client.get(key) == b"v"
         assert time.monotonic() - started >= 0.3
-        started = time.monotonic()
+        # Spent after one reply: the next GET is not held back (not timed: on a loaded
+        # machine a GET may take 0.3 s anyway).
+        assert proxy.armed == 0
         assert client.get(key) == b"v"
-        assert time.monotonic() - started < 0.3
     finally:
         client.close()
     assert proxy.dropped == 0
