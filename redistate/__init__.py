@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .migrations import Migrations
     from .records import DEFAULT, Record
     from .retry import RetryPolicy
+    from .server import ServerFacts
     from .signing import SigningKeys
 
 __version__ = "0.1.0"
@@ -86,6 +87,7 @@ __all__ = [
     "KeySpace",
     "Migrations",
     "RetryPolicy",
+    "ServerFacts",
     "SigningKeys",
     # errors
     "CodecError",
@@ -133,6 +135,7 @@ _LAZY = {
     "KeySpace": ".keys",
     "Migrations": ".migrations",
     "RetryPolicy": ".retry",
+    "ServerFacts": ".server",
     "SigningKeys": ".signing",
 }
 

@@ -78,8 +78,12 @@ def wait_budget(
     deadline: float | None, now: float, held_ms: int, socket_timeout: float | None
 ) -> float:
     """Seconds to block for a wake-up: until the holder's lease runs out, the caller's
-    deadline, or (so that the socket does not time out first) most of the socket timeout."""
-    budget = min(held_ms / 1000 if held_ms > 0 else MIN_BLOCK, MAX_BLOCK)
+    deadline, or (so that the socket does not time out first) most of the socket timeout.
+
+    ``held_ms`` is the lock key's PTTL: -1 (a key with no TTL, set by hand or by an old
+    client) never runs out, so the wait is the longest block, not a busy poll."""
+    no_ttl = held_ms == -1
+    budget = min(held_ms / 1000 if held_ms > 0 else MAX_BLOCK if no_ttl else MIN_BLOCK, MAX_BLOCK)
     if deadline is not None:
         budget = min(budget, deadline - now)
     if socket_timeout:

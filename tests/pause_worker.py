@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import Any
 
 import redis
 
@@ -36,20 +37,25 @@ def _pause() -> None:
     sys.stdin.readline()
 
 
+def _tool(raw: redis.Redis, namespace: str, task: str, k: int, where: str) -> Any:
+    """The run's tool: its effect is an RPUSH; at step ``k`` it may pause inside."""
+    calls = f"{namespace}:calls:{{{task}}}"
+
+    def tool(i: int) -> int:  # blocking: in the async owner it blocks the event loop
+        raw.rpush(calls, f"A:{i}")
+        if where == "inside" and i == k:
+            _pause()
+        return i
+
+    return tool
+
+
 def run_sync(url: str, namespace: str) -> None:
     store = Store.from_url(url, namespace=namespace)
     raw = redis.Redis.from_url(url)
     while (command := _command()) is not None:
         task, steps, k, where, idempotent = command
-        calls = f"{namespace}:calls:{{{task}}}"
-
-        def tool(i: int, calls: str = calls, k: int = k, where: str = where) -> int:
-            raw.rpush(calls, f"A:{i}")
-            if where == "inside" and i == k:
-                _pause()
-            return i
-
-        outcome = "done"
+        tool, outcome = _tool(raw, namespace, task, k, where), "done"
         try:
             with store.task(task, ttl=TTL, wait=30) as run:
                 print("owner", run.fence, flush=True)
@@ -57,10 +63,8 @@ def run_sync(url: str, namespace: str) -> None:
                     if where == "between" and i == k:
                         _pause()
                     run.step(f"s{i}", tool, i, idempotent=idempotent)
-        except LockLost:
-            outcome = "LockLost"
-        except StepInterrupted:
-            outcome = "StepInterrupted"
+        except (LockLost, StepInterrupted) as exc:
+            outcome = type(exc).__name__
         print(outcome, flush=True)
 
 
@@ -69,16 +73,7 @@ async def run_async(url: str, namespace: str) -> None:
     raw = redis.Redis.from_url(url)
     while (command := _command()) is not None:
         task, steps, k, where, idempotent = command
-        calls = f"{namespace}:calls:{{{task}}}"
-
-        # A blocking tool: it blocks the event loop.
-        def tool(i: int, calls: str = calls, k: int = k, where: str = where) -> int:
-            raw.rpush(calls, f"A:{i}")
-            if where == "inside" and i == k:
-                _pause()
-            return i
-
-        outcome = "done"
+        tool, outcome = _tool(raw, namespace, task, k, where), "done"
         try:
             async with store.task(task, ttl=TTL, wait=30) as run:
                 print("owner", run.fence, flush=True)
@@ -86,10 +81,8 @@ async def run_async(url: str, namespace: str) -> None:
                     if where == "between" and i == k:
                         _pause()  # blocks the loop: the renewal task cannot run
                     await run.step(f"s{i}", tool, i, idempotent=idempotent)
-        except LockLost:
-            outcome = "LockLost"
-        except StepInterrupted:
-            outcome = "StepInterrupted"
+        except (LockLost, StepInterrupted) as exc:
+            outcome = type(exc).__name__
         print(outcome, flush=True)
     await store.aclose()
 

@@ -291,7 +291,8 @@ class _Conn:
     # read by the server-to-client thread (all under the proxy's lock):
     relay_limit: int | None = None  # relay only replies with an index below this
     close_at: int | None = None  # sever once this many replies have arrived
-    stalls: dict[int, float] = field(default_factory=dict)  # reply index -> seconds
+    # reply index -> (seconds, what runs once they are over, before the reply is relayed)
+    stalls: dict[int, tuple[float, Callable[[], object] | None]] = field(default_factory=dict)
     then: Callable[[], object] | None = None  # runs after a dropped reply, before severing
     # Written by the server-to-client thread:
     replies: int = 0  # complete replies received (and relayed unless held back)
@@ -340,11 +341,20 @@ class FaultProxy:
         """Do not forward the next matching command; close the connection instead."""
         self._arm(_Arm(_Kind.DROP_REQUEST, matcher, times))
 
-    def stall_reply(self, matcher: Matcher, seconds: float, *, times: int = 1) -> None:
-        """Hold the reply to the next matching command back for ``seconds``."""
+    def stall_reply(
+        self,
+        matcher: Matcher,
+        seconds: float,
+        *,
+        times: int = 1,
+        then: Callable[[], object] | None = None,
+    ) -> None:
+        """Hold the reply to the next matching command back for ``seconds``. ``then``
+        runs (on a proxy thread) once they are over, before the reply is relayed: the
+        server has run the command, the client does not know yet."""
         if seconds < 0:
             raise ValueError("seconds must be >= 0")
-        self._arm(_Arm(_Kind.STALL_REPLY, matcher, times, seconds))
+        self._arm(_Arm(_Kind.STALL_REPLY, matcher, times, seconds, then))
 
     def disarm(self) -> int:
         """Forget every fault that has not fired yet; returns how many were armed."""
@@ -521,7 +531,7 @@ class FaultProxy:
                         index = sent + pending  # the index of this command's reply
                         if arm is None or arm.kind is _Kind.STALL_REPLY:
                             if arm is not None:
-                                conn.stalls[index] = arm.seconds
+                                conn.stalls[index] = (arm.seconds, arm.then)
                         elif arm.kind is _Kind.DROP_REPLY:
                             conn.relay_limit, conn.close_at = index, index + 1
                             conn.then = arm.then
@@ -576,10 +586,12 @@ class FaultProxy:
                     conn.client.sendall(out)
                     out.clear()
                 with self._cond:
-                    seconds = conn.stalls.pop(index, 0.0)
+                    seconds, then = conn.stalls.pop(index, (0.0, None))
                 stalls.pop(index)
                 if conn.ended.wait(seconds):
                     return True
+                if then is not None:
+                    then()
             if relay_limit is None or index < relay_limit:
                 out += view[begin:end]
             begin = end

@@ -11,7 +11,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pytest
@@ -24,8 +24,22 @@ from redistate.keys import KeySpace
 from tests.cli import run
 from tests.conftest import Backend
 
-# Key relative to the namespace -> (type, value, expiry in ms since the epoch or -1).
-Snapshot = dict[str, tuple[str, Any, int]]
+# Redis and Valkey keep whole ms, as the clock readings here do: their bounds below are
+# exact. fakeredis keeps float seconds and rounds PTTL to the nearest ms: the rounding of
+# each reading and of each export/import step adds up to at most this much.
+ROUNDING_MS = 3
+
+
+class Ttl(NamedTuple):
+    """A PTTL reply and the wall clock (ms since the epoch) just before and after it."""
+
+    sent_ms: int
+    pttl: int
+    read_ms: int
+
+
+# Key relative to the namespace -> (type, value, Ttl, or -1 for no expiry).
+Snapshot = dict[str, tuple[str, Any, "Ttl | int"]]
 
 
 def summary(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -93,8 +107,8 @@ def seed(store: Store) -> None:
 
 
 def snapshot(backend: Backend, namespace: str) -> Snapshot:
-    """Every exported key of ``namespace``: type, value (lists whole) and when it
-    expires (PTTL from now: an import continues the TTLs, it does not restart them)."""
+    """Every exported key of ``namespace``: type, value (lists whole) and its TTL (an
+    import continues the TTLs, it does not restart them)."""
     raw = backend.raw()
     found: Snapshot = {}
     keys = KeySpace(namespace)
@@ -106,23 +120,44 @@ def snapshot(backend: Backend, namespace: str) -> Snapshot:
             kind_of = raw.type(key).decode()
             value = raw.get(key) if kind_of == "string" else raw.lrange(key, 0, -1)
             relative = key.decode()[len(namespace) :]
+            sent_ms = time.time_ns() // 10**6
             # A fence key lives as long as its lease; an imported one until an hour after
             # the server's clock passed it (it only has to be no lower than the export's).
             pttl = -1 if kind == "fence" else int(raw.pttl(key))
-            found[relative] = (kind_of, value, -1 if pttl == -1 else time.time_ns() // 10**6 + pttl)
+            ttl = -1 if pttl == -1 else Ttl(sent_ms, pttl, time.time_ns() // 10**6)
+            found[relative] = (kind_of, value, ttl)
     finally:
         raw.close()
     return found
 
 
+def assert_continued(
+    before: Ttl | int, after: Ttl | int, older_ms: int = 0, export_ms: int = 0
+) -> None:
+    """``after`` (read once an export and import are done) continues ``before`` (read
+    before the export) from a file made ``older_ms`` earlier. Export and import each read
+    their clock after the server's (a PTTL, an expiry set), which errs towards a later
+    expiry by at most the time they took; a file from a clock ahead (``export_ms``: the
+    export's run) counts no time from the export's start to its reads. So with E, E' the
+    expiries, E - older_ms <= E' <= E - older_ms + export_ms + (time between the reads);
+    as each PTTL is read between two clock readings:
+    - the time left never grows (but by export_ms);
+    - it shrank by at most the wall time between the two reads."""
+    assert isinstance(before, Ttl) and isinstance(after, Ttl), (before, after)
+    longest = before.pttl - older_ms + export_ms + ROUNDING_MS
+    assert after.pttl <= longest, (before, after, older_ms, export_ms)
+    elapsed = after.read_ms - before.sent_ms
+    assert after.pttl >= before.pttl - older_ms - elapsed - ROUNDING_MS, (before, after)
+
+
 def assert_same(before: Snapshot, after: Snapshot) -> None:
     assert sorted(after) == sorted(before)
-    for key, (kind, value, expiry) in before.items():
+    for key, (kind, value, ttl) in before.items():
         assert after[key][:2] == (kind, value), key
-        if expiry == -1:
+        if ttl == -1:
             assert after[key][2] == -1, key
         else:
-            assert abs(after[key][2] - expiry) < 1000, (key, expiry, after[key][2])
+            assert_continued(ttl, after[key][2])
 
 
 def delete_namespace(backend: Backend, namespace: str) -> None:
@@ -148,7 +183,7 @@ def test_round_trip_restores_every_value_version_and_ttl(
         restored = store.checkpoints.restore("t1")
     before = snapshot(backend, namespace)
     assert ":task:{t1}:log" in before and ":fence:{t1}" in before
-    assert before[":session:{s1}"][2] > 0 and before[":user:{u1}"][2] == -1
+    assert before[":session:{s1}"][2] != -1 and before[":user:{u1}"][2] == -1
     path = tmp_path / "backup.jsonl"
 
     exported = cli.export(path)
@@ -459,7 +494,9 @@ def test_ttls_continue_from_the_export(
         store.users.put("u1", {"c": 3})
     before = snapshot(server_backend, namespace)
     path = tmp_path / "backup.jsonl"
+    started = time.monotonic()
     cli.export(path)
+    export_ms = int((time.monotonic() - started) * 1000) + 1
     older = _rewrite(
         path,
         lambda lines: [{**lines[0], "exported_ms": lines[0]["exported_ms"] - shift_ms}, *lines[1:]],
@@ -478,8 +515,8 @@ def test_ttls_continue_from_the_export(
     for name in ("short", "long"):
         key = f":session:{{{name}}}"
         if key in after:
-            expected = before[key][2] - max(shift_ms, 0)
-            assert abs(after[key][2] - expected) < 1000, (name, after[key][2], expected)
+            ahead = export_ms if shift_ms < 0 else 0
+            assert_continued(before[key][2], after[key][2], max(shift_ms, 0), ahead)
 
 
 def test_a_progress_bar_on_a_terminal(

@@ -6,6 +6,7 @@ run); RELIABILITY.md points at these tests.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import secrets
 import threading
@@ -17,7 +18,15 @@ from typing import Any
 import pytest
 import redis
 
-from redistate import RetryPolicy, Store, StoreFull, StoreUnavailable
+from redistate import (
+    NotReplicated,
+    RedistateError,
+    RetryPolicy,
+    Store,
+    StoreFull,
+    StoreUnavailable,
+)
+from redistate.durability import Durability
 from tests import workers
 from tests.conftest import Backend
 from tests.faults import FaultReport, tally
@@ -308,6 +317,47 @@ def test_scripts_reload_transparently_when_flushed_mid_run(
             restored = store.checkpoints.restore(f"t{w}")
             assert restored is not None and restored.deltas_applied == 150
     raw.close()
+
+
+def script_loads(raw: Any) -> int:
+    return int(raw.info("commandstats").get("cmdstat_script|load", {}).get("calls", 0))
+
+
+@pytest.mark.parametrize("durability", ["async", "replicated"])
+def test_a_flush_between_the_load_and_the_resend_loads_again(
+    server_backend: Backend, namespace: str, durability: Durability
+) -> None:
+    """The proxy runs SCRIPT FLUSH after each SCRIPT LOAD has run and before its reply
+    reaches the client, so every resend meets NOSCRIPT again: the script is loaded
+    again, up to 5 loads per call (the flaky run above hit one such flush in ~600
+    calls). Replicated writes (EVALSHA + WAIT pipelined) reload the same way."""
+    assert server_backend.server is not None
+    admin = server_backend.raw()
+    expected: type[Exception] | None = NotReplicated if durability == "replicated" else None
+    with FaultProxy("127.0.0.1", server_backend.server.port) as proxy:
+        client = redis.Redis(host=proxy.host, port=proxy.port, socket_timeout=10)
+        with Store(
+            client, namespace=namespace, durability=durability, replica_timeout=0.05
+        ) as store:
+            for flushes, loads in ((0, 1), (1, 2), (4, 5)):
+                admin.script_flush()
+                before = script_loads(admin)
+                if flushes:
+                    load = command(b"SCRIPT", b"LOAD")
+                    proxy.stall_reply(load, 0, times=flushes, then=admin.script_flush)
+                # No replica here: a replicated write is applied, then reported unconfirmed.
+                with pytest.raises(expected) if expected else contextlib.nullcontext():
+                    store.users.put(f"u{flushes}", {"flushes": flushes})
+                assert proxy.armed == 0 and script_loads(admin) - before == loads
+                assert store.users.get(f"u{flushes}").data == {"flushes": flushes}  # type: ignore[union-attr]
+            # Flushed after every one of its 5 loads: an error (NOSCRIPT), nothing written.
+            admin.script_flush()
+            before = script_loads(admin)
+            proxy.stall_reply(command(b"SCRIPT", b"LOAD"), 0, times=5, then=admin.script_flush)
+            with pytest.raises(RedistateError, match="No matching script"):
+                store.users.put("u5", {"flushes": 5})
+            assert script_loads(admin) - before == 5 and store.users.get("u5") is None
+    admin.close()
 
 
 # -- e. a proxy that drops the connection after the command, before the reply ----------

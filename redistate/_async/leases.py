@@ -88,6 +88,7 @@ class AsyncLease:
         self._budget: float | None = None
         self._sent = 0.0  # when the current acquire try was first sent (monotonic)
         self._valid_until: float | None = None  # the local deadline, while held
+        self._renewed = 0.0  # when the last successful acquire/extend was sent
 
     @property
     def value(self) -> str | None:
@@ -148,6 +149,7 @@ class AsyncLease:
             if int(reply[0]) == 1:
                 self.fence = int(reply[1])
                 self._valid_until = valid_until(self._sent, max(int(reply[2]), 0))
+                self._renewed = self._sent
                 if self.renew:
                     self._renewer = async_spawn(self._renew_loop, f"renew {self.key}")
                 return self
@@ -205,7 +207,7 @@ class AsyncLease:
         if int(reply) != 1:
             return False
         if not self.lost.is_set():
-            self._valid_until = valid_until(sent, ttl_ms)
+            self._valid_until, self._renewed = valid_until(sent, ttl_ms), sent
         return True
 
     async def release(self) -> None:
@@ -233,8 +235,12 @@ class AsyncLease:
             raise LockLost(f"lease {self.name!r} had expired or been taken over before release")
 
     async def _renew_loop(self) -> None:
+        # Every ttl/3 from when the last extend was *sent*, not from its reply: the
+        # server set the expiry no earlier, so reply latency does not eat the slack.
         interval = self.ttl_ms / 3000
-        while not await async_wait(self._stop, interval):
+        while not await async_wait(
+            self._stop, max(self._renewed + interval - time.monotonic(), 0.0)
+        ):
             if self.lost.is_set():
                 return  # a refused write or the deadline said so first
             try:

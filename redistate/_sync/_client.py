@@ -58,6 +58,10 @@ def _node_options(cluster: Any) -> dict[str, Any]:
 
 
 _READ_LISTS = script("read_lists")
+# Loads of a script per call after NOSCRIPT, at most. A SCRIPT FLUSH (or a restart)
+# can land between a load and the resend: each costs one more load; this many in a row
+# means something flushes faster than we load (an error then, not a loop).
+_RELOADS = 5
 
 # try/except rather than a context manager: free on the happy path, which is every call.
 
@@ -301,7 +305,8 @@ class Connection:
         lease: Any = None,
     ) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
-        load it and send it again: two extra round trips, once per server. ``budget``
+        load it and send it again: two extra round trips, once per server, and two more
+        for each flush between the load and the resend (_RELOADS loads at most). ``budget``
         (seconds) shortens the retry deadline for this call. With ``replicas``, WAIT for
         that many replicas (at most the store's replica_timeout) in the same round trip.
         ``lease``: the lease guarding the write. Nothing is sent past its local
@@ -338,13 +343,13 @@ class Connection:
         # same one, so a pipeline (on a cluster: to the node that owns the keys).
         client = self._node_client(keys[0])
         try:
-            for _ in range(2):
+            for loads in range(_RELOADS + 1):
                 with client.pipeline(transaction=False) as pipe:
                     queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
                     queue("EVALSHA", script.sha, len(keys), *keys, *args)
                     queue("WAIT", replicas, wait_ms)
                     reply, acked = pipe.execute(raise_on_error=False)
-                if not isinstance(reply, rex.NoScriptError):
+                if not isinstance(reply, rex.NoScriptError) or loads == _RELOADS:
                     break
                 client.script_load(script.source)
         except ERRORS:
@@ -402,8 +407,20 @@ class Connection:
         try:
             return execute("EVALSHA", script.sha, len(keys), *keys, *args)
         except rex.NoScriptError:
+            return self._reloaded(script, keys, args)
+
+    def _reloaded(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """EVALSHA after NOSCRIPT: load the script and send it again, and again if it
+        was flushed in between, at most _RELOADS times."""
+        execute: Any = self.client.execute_command
+        for _ in range(_RELOADS - 1):
             self.client.script_load(script.source)
-            return execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            try:
+                return execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            except rex.NoScriptError:
+                continue  # flushed between the load and the send
+        self.client.script_load(script.source)
+        return execute("EVALSHA", script.sha, len(keys), *keys, *args)
 
     def get(self, key: str) -> bytes | None:
         if self._unready:

@@ -89,6 +89,7 @@ class Lease:
         self._budget: float | None = None
         self._sent = 0.0  # when the current acquire try was first sent (monotonic)
         self._valid_until: float | None = None  # the local deadline, while held
+        self._renewed = 0.0  # when the last successful acquire/extend was sent
 
     @property
     def value(self) -> str | None:
@@ -149,6 +150,7 @@ class Lease:
             if int(reply[0]) == 1:
                 self.fence = int(reply[1])
                 self._valid_until = valid_until(self._sent, max(int(reply[2]), 0))
+                self._renewed = self._sent
                 if self.renew:
                     self._renewer = sync_spawn(self._renew_loop, f"renew {self.key}")
                 return self
@@ -206,7 +208,7 @@ class Lease:
         if int(reply) != 1:
             return False
         if not self.lost.is_set():
-            self._valid_until = valid_until(sent, ttl_ms)
+            self._valid_until, self._renewed = valid_until(sent, ttl_ms), sent
         return True
 
     def release(self) -> None:
@@ -234,8 +236,12 @@ class Lease:
             raise LockLost(f"lease {self.name!r} had expired or been taken over before release")
 
     def _renew_loop(self) -> None:
+        # Every ttl/3 from when the last extend was *sent*, not from its reply: the
+        # server set the expiry no earlier, so reply latency does not eat the slack.
         interval = self.ttl_ms / 3000
-        while not sync_wait(self._stop, interval):
+        while not sync_wait(
+            self._stop, max(self._renewed + interval - time.monotonic(), 0.0)
+        ):
             if self.lost.is_set():
                 return  # a refused write or the deadline said so first
             try:
