@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import inspect
 import math
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -161,7 +162,8 @@ def test_the_seeded_namespace_is_what_the_cases_expect(world: World) -> None:
     names = {k.decode().removeprefix(prefix): ttl for k, (_, ttl) in snap.items()}
     assert set(names) >= SEEDED_KEYS  # (plus whatever bookkeeping keys writes leave)
     with_ttl = {name for name in SEEDED_KEYS if names[name]}
-    assert with_ttl == {"session:{s1}", "notes:{n1}", "lock:{l1}"}
+    # The fence key lives as long as its lease.
+    assert with_ttl == {"session:{s1}", "notes:{n1}", "lock:{l1}", "fence:{l1}"}
 
 
 def test_the_snapshot_sees_every_kind_of_change(world: World) -> None:
@@ -822,9 +824,12 @@ _ENTITY = {"users": "u1", "sessions": "s1", "checkpoints": "t1"}
 
 
 def _stale_lease(w: World) -> Lease:
-    """A lease object on "l1" whose value is not the lock's: the script refuses it."""
+    """A lease object on "l1" whose value is not the lock's: the script refuses it.
+    Within its local deadline, as if acquired a moment ago: nothing refuses it before
+    the round trip."""
     stale = w.store.lock("l1", ttl=60, renew=False)
     stale.fence = w.lease.fence
+    stale._valid_until = time.monotonic() + 60
     return stale
 
 
@@ -1188,6 +1193,7 @@ ASYNC_TTL_OPS: dict[str, AsyncOp] = {
 def _astale_lease(w: AsyncWorld) -> AsyncLease:
     stale = w.store.lock("l1", ttl=60, renew=False)
     stale.fence = w.lease.fence
+    stale._valid_until = time.monotonic() + 60  # as in _stale_lease
     return stale
 
 

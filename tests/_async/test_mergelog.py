@@ -737,12 +737,18 @@ async def test_a_failed_compaction_does_not_fail_the_merge_it_follows(
     compactions: list[str] = []
 
     async def fill_before_compaction(
-        self: Any, s: Any, keys: Any, args: Any, budget: Any = None, replicas: int = 0
+        self: Any,
+        s: Any,
+        keys: Any,
+        args: Any,
+        budget: Any = None,
+        replicas: int = 0,
+        lease: Any = None,
     ) -> Any:
         if s.name == "record_compact":
             compactions.append(keys[0])
             raw.config_set("maxmemory", "1")
-        return await original(self, s, keys, args, budget, replicas)
+        return await original(self, s, keys, args, budget, replicas, lease)
 
     monkeypatch.setattr(type(conn), "script", fill_before_compaction)
     try:
