@@ -63,14 +63,17 @@ def test_a_paused_holder_cannot_overwrite_its_successor(
         store = Store(server_backend.sync_client(), namespace=namespace)
         # Blocks until the paused holder's 1 s lease runs out.
         with store.lock("t", ttl=30) as second:
+            fence = second.fence
             store.checkpoints.save("t", {"owner": "second"}, lease=second)
             first.send_signal(signal.SIGCONT)
             first.stdin.write(b"go\n")
             first.stdin.flush()
-            assert first.stdout.readline() == b"LockLost\n"  # refused inside the script
+            # Refused: before sending (its local deadline has passed), and the script
+            # would refuse it too (the lock key holds the second owner's value).
+            assert first.stdout.readline() == b"LockLost\n"
         restored = store.checkpoints.restore("t")
         assert restored is not None and restored.state == {"owner": "second"}
-        assert restored.checkpoint is not None and restored.checkpoint.fence == second.fence
+        assert restored.checkpoint is not None and restored.checkpoint.fence == fence
     finally:
         first.send_signal(signal.SIGCONT)
         first.kill()
