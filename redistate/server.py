@@ -52,15 +52,16 @@ SAFE_POLICY: Final = "noeviction"
 
 _VOLATILE: Final = (
     "keys with a TTL can be evicted before they expire: a lease's lock key (a second "
-    "owner acquires a live lease and the first is not told), write-id memories (a "
+    "owner acquires a live lease; the first learns it only at its next renewal or "
+    "guarded write), write-id memories (a "
     "resent write is applied twice, over a newer acknowledged one), sessions, and "
     "records and tasks with a TTL (a task's list evicted: a torn task)"
 )
 _ALLKEYS: Final = (
     "any key can be evicted: everything volatile-* breaks (lock keys, write-id "
-    "memories, sessions, keys with a TTL), and also fence counters (a fence can "
-    "repeat), a task's lists (a torn task: restore skips what is lost), users, "
-    "records and event streams without a TTL"
+    "memories, sessions, keys with a TTL), and also a task's lists (a torn task: "
+    "restore skips what is lost until the next save), users, records and event "
+    "streams without a TTL (fences still grow: they come from the server's clock)"
 )
 
 logger = logging.getLogger("redistate")

@@ -18,7 +18,7 @@ from itertools import pairwise
 import pytest
 import redis
 
-from redistate import IntegrityError, LockLost, NotReplicated, Store
+from redistate import IntegrityError, LockLost, NotReplicated, RedistateWarning, Store
 from tests.conftest import Backend
 from tests.faults import LEASE_REPORTS, LeaseReport
 from tests.servers import Server, redis_binary, start_server, valkey_binary
@@ -244,7 +244,8 @@ def test_an_evicted_lease_is_noticed_and_fences_still_grow(binary: str, policy: 
     raw = server.client()
     store = Store(server.client(), namespace="f")
     try:
-        first = _fences(store, "job", 5)
+        with pytest.warns(RedistateWarning, match=policy):  # said before the first write
+            first = _fences(store, "job", 5)
         lease = store.lock("job", ttl=60, renew=False).acquire()
         assert lease.fence is not None
         volatile = policy.startswith("volatile")

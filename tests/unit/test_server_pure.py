@@ -76,7 +76,7 @@ def test_a_flat_list_config_reply_is_read_too() -> None:
     ("policy", "words"),
     [
         ("volatile-lru", ["lock key", "write-id memories", "sessions"]),
-        ("allkeys-random", ["fence counters", "task's lists", "users"]),
+        ("allkeys-random", ["fences still grow", "task's lists", "users"]),
         ("unknown", ["could not be read"]),
         ("noeviction", ["every guarantee holds"]),
         ("made-up", ["not a policy redistate knows"]),
