@@ -109,24 +109,20 @@ def encryption(c: Clients, args: argparse.Namespace) -> list[Row]:
             lambda: plain.checkpoints.latest("plain-cp"),
         ),
     }
-    rows: list[Row] = []
+    block = max(1, args.n // args.rounds)
     try:
-        for name, (enc, clear) in ops.items():
-            sides = harness.measure(
-                {"rs": enc, "raw": clear},
+        rows: list[Row] = [
+            harness.compare(
+                name,
+                ("enc_", enc),
+                ("json_", clear),
                 c.stats,
                 rounds=args.rounds,
-                block=max(1, args.n // args.rounds),
+                block=block,
                 warmup=args.warmup,
             )
-            rows.append(
-                {
-                    "operation": name,
-                    **sides["rs"].row("enc_"),
-                    **sides["raw"].row("json_"),
-                    **ratios(sides["rs"], sides["raw"]),
-                }
-            )
+            for name, (enc, clear) in ops.items()
+        ]
     finally:
         sealed.close()
     return rows

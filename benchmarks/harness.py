@@ -147,6 +147,28 @@ def measure(
     return abba(runners, stats, rounds=rounds, block=block, warmup=warmup)
 
 
+def compare(
+    name: str,
+    a: tuple[str, Fn],
+    b: tuple[str, Fn],
+    stats: redis.Redis,
+    *,
+    rounds: int,
+    block: int,
+    warmup: int,
+) -> Row:
+    """One table row: variant ``a`` against ``b`` in ABBA blocks, each side's numbers
+    under its prefix (``a[0]``, ``b[0]``), and their ratios."""
+    (pa, fa), (pb, fb) = a, b
+    sides = measure({pa: fa, pb: fb}, stats, rounds=rounds, block=block, warmup=warmup)
+    return {
+        "operation": name,
+        **sides[pa].row(pa),
+        **sides[pb].row(pb),
+        **ratios(sides[pa], sides[pb]),
+    }
+
+
 def machine(raw: redis.Redis) -> dict[str, Any]:
     """What the numbers were measured on: cores, versions, server, platform."""
     server: Any = raw.info("server")

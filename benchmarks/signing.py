@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 import harness
-from harness import Clients, Column, Row, ratios
+from harness import Clients, Column, Row
 from records import value_1k
 
 from redistate import SigningKeys, Store
@@ -73,42 +73,30 @@ def seals(c: Clients, args: argparse.Namespace) -> list[Row]:
             lambda: plain.checkpoints.restore("p-cp"),
         ),
     }
-    rows: list[Row] = []
+    block = max(1, args.n // args.rounds)
     try:
-        for name, (a, b) in ops.items():
-            sides = harness.measure(
-                {"signed": a, "plain": b},
+        rows: list[Row] = [
+            harness.compare(
+                name,
+                ("signed_", a),
+                ("plain_", b),
                 c.stats,
                 rounds=args.rounds,
-                block=max(1, args.n // args.rounds),
+                block=block,
                 warmup=args.warmup,
             )
-            rows.append(
-                {
-                    "operation": name,
-                    **sides["signed"].row("signed_"),
-                    **sides["plain"].row("plain_"),
-                    **ratios(sides["signed"], sides["plain"]),
-                }
-            )
-        verify = harness.measure(
-            {
-                "signed": lambda: signed.events.verify("s-chain"),
-                "plain": lambda: plain.events.verify("p-chain"),
-            },
+            for name, (a, b) in ops.items()
+        ]
+        verify = harness.compare(
+            "verify 1,000 events",
+            ("signed_", lambda: signed.events.verify("s-chain")),
+            ("plain_", lambda: plain.events.verify("p-chain")),
             c.stats,
             rounds=args.rounds,
             block=max(1, args.n // args.rounds // 200),
             warmup=2,
         )
-        rows.append(
-            {
-                "operation": "verify 1,000 events",
-                **verify["signed"].row("signed_"),
-                **verify["plain"].row("plain_"),
-                **ratios(verify["signed"], verify["plain"]),
-            }
-        )
+        rows.append(verify)
     finally:
         signed.close()
     return rows

@@ -582,12 +582,18 @@ def test_keys_redistate_did_not_write_are_reported_and_left_out(
         raw.close()
 
 
+def _exported_user(store: Store, tmp_path: Path) -> Path:
+    """Put one user and export the namespace to a file; the file."""
+    store.users.put("u1", {"a": 1})
+    path = tmp_path / "backup.jsonl"
+    with open(path, "wb") as sink:
+        export_namespace(store, sink)
+    return path
+
+
 def test_in_process_a_crafted_version_raises_and_writes_nothing(tmp_path: Path) -> None:
     with Store.embedded(namespace="app") as store:
-        store.users.put("u1", {"a": 1})
-        path = tmp_path / "backup.jsonl"
-        with open(path, "wb") as sink:
-            export_namespace(store, sink)
+        path = _exported_user(store, tmp_path)
         bad = _rewrite(path, lambda lines: _record_version(MAX)(lines, 0))
         before = store.client.get(store.keys.record("user", "u1"))
         with pytest.raises(BadFile, match=f"^{bad}:2: user u1: version {MAX} is over the limit"):
@@ -597,10 +603,7 @@ def test_in_process_a_crafted_version_raises_and_writes_nothing(tmp_path: Path) 
 
 def test_a_file_changed_between_the_two_passes_writes_no_bad_line(tmp_path: Path) -> None:
     with Store.embedded(namespace="app") as store:
-        store.users.put("u1", {"a": 1})
-        path = tmp_path / "backup.jsonl"
-        with open(path, "wb") as sink:
-            export_namespace(store, sink)
+        path = _exported_user(store, tmp_path)
         crafted = _rewrite(path, lambda lines: _record_version(MAX)(lines, 0)).read_bytes()
         before = store.client.get(store.keys.record("user", "u1"))
         passes: list[int] = []
@@ -617,10 +620,7 @@ def test_a_file_changed_between_the_two_passes_writes_no_bad_line(tmp_path: Path
 
 def test_in_process_a_bad_file_raises_and_writes_nothing(tmp_path: Path) -> None:
     with Store.embedded(namespace="app") as store:
-        store.users.put("u1", {"a": 1})
-        path = tmp_path / "backup.jsonl"
-        with open(path, "wb") as sink:
-            export_namespace(store, sink)
+        path = _exported_user(store, tmp_path)
         bad = _rewrite(path, lambda lines: [*lines[:-1], {"kind": "widget"}, lines[-1]])
         with pytest.raises(BadFile, match=f"^{bad}:3: unknown kind 'widget'"):
             import_file(store, bad, namespace="other")
