@@ -23,14 +23,12 @@ def codec_from_env() -> Codec | None:
     Raises:
         ValueError: malformed keys, or a primary that is not among them.
     """
-    text = os.environ.get("REDISTATE_KEYS", "").strip()
-    if not text:
+    found = _keys_from_env("REDISTATE_KEYS", "REDISTATE_PRIMARY_KEY")
+    if found is None:
         return None
-    from ..encryption import EncryptedCodec, keys_from_text
+    from ..encryption import EncryptedCodec
 
-    keys = keys_from_text(text)
-    primary = os.environ.get("REDISTATE_PRIMARY_KEY", "").strip() or next(iter(keys))
-    return EncryptedCodec(keys, primary=primary)
+    return EncryptedCodec(found[0], primary=found[1])
 
 
 def signing_from_env() -> SigningKeys | None:
@@ -41,11 +39,17 @@ def signing_from_env() -> SigningKeys | None:
     Raises:
         ValueError: malformed keys, or a primary that is not among them.
     """
-    text = os.environ.get("REDISTATE_SIGNING_KEYS", "").strip()
+    found = _keys_from_env("REDISTATE_SIGNING_KEYS", "REDISTATE_SIGNING_PRIMARY")
+    return None if found is None else SigningKeys(found[0], primary=found[1])
+
+
+def _keys_from_env(keys_var: str, primary_var: str) -> tuple[dict[str, bytes], str] | None:
+    """(keys, primary id) from ``keys_var`` ("id=<base64>,...") and ``primary_var``
+    (default: the first key listed), or None when ``keys_var`` is unset."""
+    text = os.environ.get(keys_var, "").strip()
     if not text:
         return None
     from ..encryption import keys_from_text
 
     keys = keys_from_text(text)
-    primary = os.environ.get("REDISTATE_SIGNING_PRIMARY", "").strip() or next(iter(keys))
-    return SigningKeys(keys, primary=primary)
+    return keys, os.environ.get(primary_var, "").strip() or next(iter(keys))
