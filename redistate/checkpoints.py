@@ -40,7 +40,7 @@ from .leases import guard_args
 from .mergepatch import merge_patch
 from .migrations import Migrations
 from .records import Default, check_max_bytes
-from .signing import SigningKeys, digest_problem, is_seal
+from .signing import SigningKeys, digest_problem
 from .steps import Step
 
 __all__ = ["Checkpoint", "CheckpointSpec", "Restored", "new_checkpoint_id"]
@@ -521,10 +521,12 @@ class CheckpointSpec:
             schema = int(schema_text)
         if not digest:
             return "has no digest"
+        # An unsealed line must match whole (the digest and, past schema 1, ",<schema>"):
+        # hashed once, and only when it is unsealed.
         problem = digest_problem(
             self.signing,
             digest,
-            lambda: _delta_line(schema, body)[:64],
+            lambda: digest if _delta_line(schema, body) == line + b"\n" else b"",
             b"delta",
             log_key.encode("utf-8"),
             delta_id.encode(),
@@ -536,8 +538,6 @@ class CheckpointSpec:
         )
         if problem is not None:
             return problem
-        if not is_seal(digest) and _delta_line(schema, body) != line + b"\n":
-            return "does not match its SHA-256 digest (edited)"
         return schema, body
 
     def recoded_delta(

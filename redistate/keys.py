@@ -189,7 +189,8 @@ class KeySpace:
         return f"{entity_key}:writes"
 
     def fence(self, name: str) -> str:
-        """Persistent fencing counter of a lease name: ``ns:fence:{name}``."""
+        """The last fence issued on a lease name, kept as long as the lease:
+        ``ns:fence:{name}``."""
         return f"{self.namespace}:fence:{{{escape_id(name)}}}"
 
     def namespace_pattern(self) -> str:

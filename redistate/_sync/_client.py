@@ -79,6 +79,7 @@ class Connection:
         "_check",
         "_check_lock",
         "_checked",
+        "_embedded",
         "_lock",
         "_nodes",
         "_replicas",
@@ -135,12 +136,13 @@ class Connection:
         self.recovered = 0  # calls that succeeded only on a later try
         # The server check runs before the first command (a constructor cannot do
         # I/O); the embedded fakeredis never evicts, so it is not asked.
+        self._embedded = type(client).__module__.startswith("fakeredis")
         self._check: ServerCheck = check_server_check(server_check)
-        if type(client).__module__.startswith("fakeredis"):
+        if self._embedded:
             self._check = "off"
-        self._checked: list[ServerFacts] | None = None
+        self._checked = False
         # Until the first contact succeeds (see _ready) every call goes there first.
-        self._unready = not type(client).__module__.startswith("fakeredis")
+        self._unready = not self._embedded
         self._lock = sync_lock()
         self._check_lock = sync_lock()
         self._nodes: dict[str, Redis] = {}
@@ -187,10 +189,9 @@ class Connection:
             raise first_contact(exc, self.address) or translate(exc, self.address) from exc
         if self._check != "off":
             with self._check_lock:
-                if self._checked is None:
-                    facts = self.server_facts()
-                    judge(facts, self._check)  # raises UnsafeServer when strict
-                    self._checked = facts
+                if not self._checked:
+                    judge(self.server_facts(), self._check)  # UnsafeServer if strict
+                    self._checked = True
         self._unready = False
 
     def _contact(self) -> None:
@@ -204,7 +205,7 @@ class Connection:
     def server_facts(self) -> list[ServerFacts]:
         """Each server's eviction, persistence and replication facts, read now (a
         cluster: every primary): one pipeline per server, retried like a read."""
-        if type(self.client).__module__.startswith("fakeredis"):
+        if self._embedded:
             return [embedded_facts(self.address)]
         targets: list[tuple[str, Redis]] = []
         if isinstance(self.client, RedisCluster):
@@ -413,14 +414,13 @@ class Connection:
         """EVALSHA after NOSCRIPT: load the script and send it again, and again if it
         was flushed in between, at most _RELOADS times."""
         execute: Any = self.client.execute_command
-        for _ in range(_RELOADS - 1):
+        for loads in range(1, _RELOADS + 1):
             self.client.script_load(script.source)
             try:
                 return execute("EVALSHA", script.sha, len(keys), *keys, *args)
             except rex.NoScriptError:
-                continue  # flushed between the load and the send
-        self.client.script_load(script.source)
-        return execute("EVALSHA", script.sha, len(keys), *keys, *args)
+                if loads == _RELOADS:  # flushed after every load: give up
+                    raise
 
     def get(self, key: str) -> bytes | None:
         if self._unready:

@@ -87,7 +87,6 @@ class Lease:
         self._renewer: Any = None
         self._used = False
         self._budget: float | None = None
-        self._sent = 0.0  # when the current acquire try was first sent (monotonic)
         self._valid_until: float | None = None  # the local deadline, while held
         self._renewed = 0.0  # when the last successful acquire/extend was sent
 
@@ -138,8 +137,8 @@ class Lease:
             # The same token on every try: an acquire resent after a lost reply finds
             # the lease held by this token and reports it acquired.
             # Retries of this call end with the caller's deadline, not the policy's.
-            self._sent = time.monotonic()
-            self._budget = None if deadline is None else max(deadline - self._sent, 0.0)
+            sent = time.monotonic()  # the server runs this try no earlier
+            self._budget = None if deadline is None else max(deadline - sent, 0.0)
             try:
                 reply = sync_finish(self._try_acquire, self._undo_acquire)
             except RedistateError:
@@ -149,8 +148,8 @@ class Lease:
                 raise
             if int(reply[0]) == 1:
                 self.fence = int(reply[1])
-                self._valid_until = valid_until(self._sent, max(int(reply[2]), 0))
-                self._renewed = self._sent
+                self._valid_until = valid_until(sent, max(int(reply[2]), 0))
+                self._renewed = sent
                 if self.renew:
                     self._renewer = sync_spawn(self._renew_loop, f"renew {self.key}")
                 return self

@@ -52,7 +52,7 @@ def export_command(
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
     """Write the namespace to a JSON-lines file: records (value, version, TTL), task
-    checkpoint histories and delta logs, lease fence counters.
+    checkpoint histories and delta logs, the last fence of each lease name.
 
     Not exported: held leases (a lease belongs to a running process), lease wake-up
     lists, and write memories (<key>:writes, a short-lived memory of resent writes).
@@ -116,7 +116,7 @@ def import_command(
     Each entity is written atomically by a script that compares versions on the server:
     a record whose stored version is newer, or a task whose newest checkpoint is newer
     (or equal, with more deltas), is left as it is and reported (exit code 1) unless
-    --force. Fence counters are set to the higher of stored and exported, never lowered
+    --force. Fence keys are set to the higher of stored and exported, never lowered
     (not even with --force), and expire an hour after the server's clock passed them.
     TTLs continue from the export: what expired since is not imported. The whole file is
     checked first against the store (codec, digests, versions and fences at most an hour

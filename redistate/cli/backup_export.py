@@ -168,7 +168,7 @@ def _entity(read: _Read, reply: Any, read_ms: int, started_ms: int) -> dict[str,
         return None  # deleted or expired since the scan found it
     if read.kind == "fence":
         if not value.isdigit():
-            raise IntegrityError(f"{read.found!r:.200} is not a fencing counter")
+            raise IntegrityError(f"{read.found!r:.200} is not a fence")
         return {"kind": "fence", "id": read.id, "fence": int(value)}
     envelope = unpack(read.keys[0], value)  # IntegrityError if not a record
     return {

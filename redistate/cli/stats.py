@@ -245,7 +245,7 @@ def stats(
     Bytes: MEMORY USAGE of up to --samples keys per kind, extrapolated to every key of
     the kind; "estimated" where the server has no MEMORY USAGE (payload bytes only).
     Keys count every key of a kind (a task's lists, write memories); entities its main
-    keys (one per record, lease, fence counter, and task with a checkpoint).
+    keys (one per record, lease, fence key, and task with a checkpoint).
     """
     try:
         kinds = ttl_kinds(expect_ttl or [])

@@ -6,7 +6,8 @@ KEYS[2]  the task's checkpoint list: the records take its expiry
 KEYS[3]  lock key of the task id
 KEYS[4]  the task's delta log: its expiry, when the task has no checkpoint yet
 ARGV[1]  the step's name
-ARGV[2]  the record: "S1,<status>,<idempotent>,<fence>,<started_ms>,<ended_ms>,<sha256>\n..."
+ARGV[2]  the record: "S1,<status>,<idempotent>,<fence>,<started_ms>,<ended_ms>,<sha256
+         or <key id>:<HMAC hex> with signing keys>\n..."
 ARGV[3]  lease value "<token>,<fence>" the write is guarded by, or "" (unguarded)
 ARGV[4]  ttl in ms when the task has neither ("0": no expiry)
 returns  {1}: recorded (also for a resend: the same record is found, nothing changes);
