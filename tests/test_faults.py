@@ -65,13 +65,16 @@ def run_writers(
     during: Callable[[], None],
     per_process: int = PER_PROCESS,
     durability: str = "async",
+    until_felt: bool = False,
 ) -> list[dict[str, Any]]:
     """PROCESSES writer processes; ``during`` runs once they are a quarter through, and
     they go on until one of them has written 200 more after it (the fault lands
-    mid-run, whatever the machine's speed)."""
+    mid-run, whatever the machine's speed) — and, with ``until_felt``, until some
+    writer has resent a call."""
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, ProcessPoolExecutor(PROCESSES, mp_context=ctx) as pool:
         progress, faulted, enough = manager.Event(), manager.Event(), manager.Event()
+        felt = manager.Event() if until_felt else None
         futures = [
             pool.submit(
                 workers.append_writes,
@@ -84,6 +87,7 @@ def run_writers(
                 durability=durability,
                 faulted=faulted,
                 enough=enough,
+                felt=felt,
             )
             for w in range(PROCESSES)
         ]
@@ -160,7 +164,9 @@ def test_connections_killed_every_50_ms_neither_lose_nor_duplicate(
 
     thread = threading.Thread(target=killer)
     try:
-        results = run_writers(server.url, namespace, thread.start)
+        # A kill lands on a call in flight only when it falls between the send and the
+        # server's read, so the writers go on until one has felt it.
+        results = run_writers(server.url, namespace, thread.start, until_felt=True)
     finally:
         done.set()
         if thread.is_alive():

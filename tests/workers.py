@@ -148,13 +148,16 @@ def append_writes(
     durability: str = "async",
     faulted: Any = None,
     enough: Any = None,
+    felt: Any = None,
 ) -> dict[str, Any]:
     """Append tags to shared lists (read-modify-write updates, the kind a duplicate
     would show) while faults are injected; set ``progress`` a quarter of ``count`` in.
 
     With ``faulted`` and ``enough`` (events), go on past ``count`` until ``enough`` is
     set, and set it after 200 writes made once ``faulted`` was: so writes follow every
-    fault, however fast the machine.
+    fault, however fast the machine. With ``felt`` too, set it once this store has
+    resent a call, and hold ``enough`` back until some writer has: a fault that only
+    sometimes lands on a call in flight (a killed connection) is then always felt.
 
     Returns the tags acknowledged, those whose write raised StoreUnavailable (or
     NotReplicated), and the store's resend counters.
@@ -165,6 +168,7 @@ def append_writes(
     acknowledged: list[str] = []
     failed: list[str] = []
     after = -1  # writes since the fault was seen
+    felt_here = enough_here = False
     i = -1
     while True:
         i += 1
@@ -174,8 +178,14 @@ def append_writes(
             after = 0
         if after >= 0:
             after += 1
-            if after == 200:
+            if felt is not None and not felt_here and store._conn.resends:
+                felt_here = True
+                felt.set()
+            if not enough_here and after >= 200 and (felt is None or felt.is_set()):
+                enough_here = True
                 enough.set()
+        if i >= 20 * count:
+            break  # the fault was never felt: the caller's assertion says so
         tag = f"{worker}:{i}"
         try:
             append_tag(store.users, f"r{i % records}", tag)
