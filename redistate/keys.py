@@ -10,20 +10,24 @@ import re
 from typing import Final
 
 from .errors import InvalidId
+from .kinds import (
+    AGENTS_KEY,
+    EVENTS_KEY,
+    FENCE_KEY,
+    GRAPH_KEY,
+    LOCK_KEY,
+    OWNS,
+    RESERVED,
+    TASK_KEY,
+    USER_KEY,
+    WRITES,
+)
 
 __all__ = ["MAX_ID_BYTES", "RESERVED_KINDS", "KeySpace", "escape_id", "unescape_id"]
 
 MAX_ID_BYTES: Final = 512
-# Kinds redistate uses or will use itself; store.collection() refuses them so that a
-# user collection can never share keys with them.
-RESERVED_KINDS: Final = frozenset(
-    {
-        "session", "sessions", "user", "users", "task", "lock", "fence", "event", "events",
-        "step", "steps", "agents", "graph",
-        "checkpoint", "checkpoints", "lease", "meta", "schema", "migration", "index",
-        "idx", "link", "links", "sys", "internal",
-    }
-)  # fmt: skip
+# Names store.collection() refuses: declared with the kinds (redistate.kinds).
+RESERVED_KINDS: Final = RESERVED
 
 # '{' and '}' would move the hash tag; '*?[]\' would leak into SCAN patterns;
 # '%' is the escape character itself. Percent-encoding keeps ids readable.
@@ -91,6 +95,12 @@ class KeySpace:
             prefix = self._record_prefixes[kind] = f"{self.namespace}:{check_kind(kind)}:"
         return prefix
 
+    def key(self, kind: str, entity_id: str, part: str = "") -> str:
+        """Any key: ``ns:kind:{id}`` or ``ns:kind:{id}:part`` (the builders below are
+        this with their kind and part)."""
+        tail = f":{part}" if part else ""
+        return f"{self._prefix(kind)}{{{escape_id(entity_id)}}}{tail}"
+
     def record(self, kind: str, entity_id: str) -> str:
         """Key of a versioned record: ``ns:kind:{id}``."""
         return f"{self._prefix(kind)}{{{escape_id(entity_id)}}}"
@@ -120,20 +130,20 @@ class KeySpace:
 
     def task(self, task_id: str) -> str:
         """Checkpoint list of a task: ``ns:task:{id}``."""
-        return f"{self.namespace}:task:{{{escape_id(task_id)}}}"
+        return self.key(TASK_KEY, task_id)
 
     def task_log(self, task_id: str) -> str:
         """Delta log after a task's latest checkpoint: ``ns:task:{id}:log``."""
-        return f"{self.namespace}:task:{{{escape_id(task_id)}}}:log"
+        return self.key(TASK_KEY, task_id, "log")
 
     def task_ids(self, task_id: str) -> str:
         """Checkpoint ids and positions, aligned with the checkpoint list: ``ns:task:{id}:ids``."""
-        return f"{self.namespace}:task:{{{escape_id(task_id)}}}:ids"
+        return self.key(TASK_KEY, task_id, "ids")
 
     def task_steps(self, task_id: str) -> str:
         """Step records of a task (``run.step``), a hash by step name:
         ``ns:task:{id}:steps``; it expires and is deleted with the task."""
-        return f"{self.namespace}:task:{{{escape_id(task_id)}}}:steps"
+        return self.key(TASK_KEY, task_id, "steps")
 
     def task_keys(self, task_id: str) -> tuple[str, str, str]:
         """Every key of a task: checkpoint list, id list, delta log."""
@@ -142,56 +152,56 @@ class KeySpace:
     def user_index(self, user_id: str) -> str:
         """What is registered to a user (``put(..., user=)`` and friends), a set of
         ``<kind>:<id>``: ``ns:user:{id}:owns``, in the user's hash slot."""
-        return f"{self.namespace}:user:{{{escape_id(user_id)}}}:owns"
+        return self.key(USER_KEY, user_id, OWNS)
 
     def events(self, entity: str) -> str:
         """Audit events of an entity, a stream: ``ns:events:{id}`` (the id's hash slot,
         like its lease, so a guarded append checks both in one script)."""
-        return f"{self.namespace}:events:{{{escape_id(entity)}}}"
+        return self.key(EVENTS_KEY, entity)
 
     def events_anchor(self, entity: str) -> str:
         """Where trimmed events end: ``ns:events:{id}:anchor``, a hash (seq, digest,
         state) the remaining chain continues from."""
-        return f"{self.namespace}:events:{{{escape_id(entity)}}}:anchor"
+        return self.key(EVENTS_KEY, entity, "anchor")
 
     def events_staging(self, entity: str) -> str:
         """Where a rewrite of an entity's events (rotate-keys, migrate) builds the new
         chain before it replaces the stream: ``ns:events:{id}:staging``, expiring."""
-        return f"{self.namespace}:events:{{{escape_id(entity)}}}:staging"
+        return self.key(EVENTS_KEY, entity, "staging")
 
     def agent_session(self, session_id: str) -> str:
         """Items of an OpenAI Agents SDK session (redistate.agents), a list:
         ``ns:agents:{id}``."""
-        return f"{self.namespace}:agents:{{{escape_id(session_id)}}}"
+        return self.key(AGENTS_KEY, session_id)
 
     def graph_thread(self, thread_id: str, part: str) -> str:
         """A LangGraph thread's keys (redistate.langgraph), all in the thread's hash
         slot: ``ns:graph:{thread}:<part>``, ``part`` one of the saver's fixed names."""
-        return f"{self.namespace}:graph:{{{escape_id(thread_id)}}}:{part}"
+        return self.key(GRAPH_KEY, thread_id, part)
 
     def graph_pattern(self) -> str:
         """SCAN pattern matching one key (the index) of every LangGraph thread."""
-        return f"{self.namespace}:graph:{{*}}:idx"
+        return f"{self._prefix(GRAPH_KEY)}{{*}}:idx"
 
     def lock(self, name: str) -> str:
         """Lease key: ``ns:lock:{name}``."""
-        return f"{self.namespace}:lock:{{{escape_id(name)}}}"
+        return self.key(LOCK_KEY, name)
 
     def lock_wake(self, name: str) -> str:
         """Wake-up list waiters for a lease block on: ``ns:lock:{name}:wake``."""
-        return f"{self.namespace}:lock:{{{escape_id(name)}}}:wake"
+        return self.key(LOCK_KEY, name, "wake")
 
     @staticmethod
     def writes(entity_key: str) -> str:
         """Recent write ids of the entity whose main key (a record's, a task's checkpoint
         list, or a lock key) is ``entity_key``, kept for the retry window so a resent
         write is recognised: ``<entity_key>:writes``, in the entity's hash slot."""
-        return f"{entity_key}:writes"
+        return f"{entity_key}:{WRITES}"
 
     def fence(self, name: str) -> str:
         """The last fence issued on a lease name, kept as long as the lease:
         ``ns:fence:{name}``."""
-        return f"{self.namespace}:fence:{{{escape_id(name)}}}"
+        return self.key(FENCE_KEY, name)
 
     def namespace_pattern(self) -> str:
         """SCAN pattern matching every key of this namespace (used to clean up)."""

@@ -1,0 +1,81 @@
+"""The kind registry: every key redistate builds belongs to exactly one kind, and every
+kind says, for each maintenance operation, that it handles it or why not."""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+
+import pytest
+
+from redistate import kinds
+from redistate.keys import KeySpace
+from redistate.kinds import KINDS, RESERVED, Op, claim
+
+# Builders that return a pattern, parse a key or build from another key.
+NOT_BUILDERS = {"parse", "record_id", "record_pattern", "graph_pattern", "namespace_pattern",
+                "writes", "key", "task_keys"}  # fmt: skip
+
+
+def built_keys(keys: KeySpace) -> dict[str, str]:
+    """Every key a KeySpace builder makes (one id each), with its write memory."""
+    out: dict[str, str] = {}
+    for name, method in inspect.getmembers(keys, inspect.ismethod):
+        if name.startswith("_") or name in NOT_BUILDERS:
+            continue
+        params = list(inspect.signature(method).parameters)
+        if name == "record":
+            out["record:notes"] = method("notes", "a")
+            out["record:session"] = method("session", "a")
+            out["record:user"] = method("user", "a")
+        elif name == "graph_thread":
+            for part in kinds.GRAPH_PARTS:
+                out[f"graph_thread:{part}"] = method("a", part)
+        else:
+            assert len(params) == 1, (name, params)
+            out[name] = method("a")
+    for name in ("record:notes", "record:session", "record:user", "task", "events", "lock",
+                 "agent_session"):  # fmt: skip
+        out[f"{name}:writes"] = keys.writes(out[name])
+    return out
+
+
+def test_every_key_a_builder_makes_belongs_to_exactly_one_kind() -> None:
+    keys = KeySpace("ns")
+    owners: dict[str, kinds.Kind] = {}
+    for name, key in built_keys(keys).items():
+        kind, _, part = keys.parse(key)
+        found = claim(kind, part)
+        assert found is not None, f"{name} ({key}) is claimed by no kind"
+        owners[name] = found
+    # No (key kind, part) is claimed twice.
+    pairs = Counter((k.key, part) for k in KINDS for part in k.parts)
+    assert [pair for pair, n in pairs.items() if n > 1] == []
+    # And every claimed pair is one the builders make: no kind claims keys nobody writes.
+    made = {keys.parse(key)[::2] for key in built_keys(keys).values()}
+    claimed = {(k.key, part) for k in KINDS for part in k.parts}
+    collection = {(kinds.ANY, part) for part in kinds.COLLECTION.parts}
+    assert claimed - collection <= made
+    assert {k.name for k in owners.values()} == {k.name for k in KINDS}
+
+
+def test_unknown_kinds_and_parts_are_claimed_by_none() -> None:
+    assert claim("task", "nonsense") is None
+    assert claim("meta", "") is None  # reserved, not a collection
+    assert claim("notes", "") is kinds.COLLECTION
+    assert claim("notes", "log") is None
+
+
+def test_every_key_kind_is_reserved_from_user_collections() -> None:
+    for kind in KINDS:
+        if kind.key != kinds.ANY:
+            assert kind.key in RESERVED
+
+
+@pytest.mark.parametrize("op", list(Op))
+def test_every_kind_handles_each_operation_or_says_why_not(op: Op) -> None:
+    for kind in KINDS:
+        reason = kind.skips.get(op)
+        assert kind.applies(op) == (reason is None)
+        if reason is not None:
+            assert len(reason) > 10, (kind.name, op)
