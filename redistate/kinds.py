@@ -68,7 +68,7 @@ class Op(Enum):
     STATS = "stats"  # counted by stats
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # one object per kind: compared by identity
 class Kind:
     """One kind of stored data.
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from redistate import Store
-from redistate.cli.stats import collect
+from redistate.admin.stats import BUILT_IN
 from redistate.keys import KeySpace
 from tests.cli import run
 from tests.conftest import Backend
@@ -28,7 +28,7 @@ def stats(backend: Backend, namespace: str, *options: str) -> dict[str, dict[str
         expect = [options[i + 1] for i, o in enumerate(options) if o == "--expect-ttl"]
         samples = [int(options[i + 1]) for i, o in enumerate(options) if o == "--samples"]
         with Store(backend.sync_client(), namespace=namespace) as store:
-            found = collect(store, samples[0] if samples else 200, expect_ttl=expect)
+            found = store.admin.stats(samples[0] if samples else 200, expect_ttl=expect)
             rows = [s.row() for s in found]
     return {row["kind"]: row for row in rows}
 
@@ -54,6 +54,8 @@ def sizes(backend: Backend, namespace: str) -> dict[str, dict[tuple[str, str], i
             else:
                 size = int(raw.strlen(key))
             found.setdefault(kind, {})[(entity, part)] = size
+        for kind in BUILT_IN:
+            found.setdefault(kind, {})
     finally:
         raw.close()
     return found
@@ -84,14 +86,17 @@ def test_counts_bytes_largest_and_keys_without_ttl(backend: Backend, namespace: 
     found = stats(backend, namespace, "--expect-ttl", "users")
     measured = sizes(backend, namespace)
 
-    assert list(found) == ["session", "user", "task", "lock", "fence", "notes", "(other)"]
+    assert list(found) == [*BUILT_IN, "notes", "(other)"]
     counts = {kind: (row["keys"], row["entities"]) for kind, row in found.items()}
     assert counts == {
         "session": (41, 41),
         "user": (10, 10),
         "task": (4, 1),  # checkpoints, ids, log, write memory: one task
+        "events": (0, 0),
         "lock": (1, 1),
         "fence": (1, 1),
+        "agents": (0, 0),
+        "graph": (0, 0),
         "notes": (3, 3),
         "(other)": (1, 1),
     }
@@ -145,7 +150,9 @@ def test_an_empty_embedded_store() -> None:
     done = run("stats", "--json", env=env)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [r["kind"] for r in rows] == ["session", "user", "task", "lock", "fence"]
+    assert [r["kind"] for r in rows] == list(BUILT_IN)
+    kinds = ["session", "user", "task", "events", "lock", "fence", "agents", "graph"]
+    assert list(BUILT_IN) == kinds
     assert all(r["keys"] == 0 and r["bytes"] == 0 and r["largest"] == [] for r in rows)
 
 
@@ -161,4 +168,4 @@ def test_bad_options_are_usage_errors(args: list[str]) -> None:
 
 def test_collect_refuses_a_bad_sample_size() -> None:
     with Store.embedded() as store, pytest.raises(ValueError, match="from 1 to 100000, got 0"):
-        collect(store, 0)
+        store.admin.stats(0)

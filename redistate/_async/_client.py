@@ -453,6 +453,130 @@ class AsyncConnection:
                 pipe.get(key)
             return list(await pipe.execute())
 
+    async def batch(
+        self, groups: Sequence[tuple[str, Sequence[tuple[Any, ...]]]], atomic: bool = True
+    ) -> list[list[Any]]:
+        """Many groups of commands in one round trip per server (a cluster: per primary);
+        each group's keys share the hash slot of the key it is named by, and with
+        ``atomic`` each group runs in its own MULTI/EXEC (one consistent view). Returns
+        each group's replies in order, an error in place of a command that failed.
+        Reads and resend-safe writes only: on a transient failure (a dropped
+        connection, MOVED, a failover) the whole batch is sent again, as the retry
+        policy allows."""
+        if not groups:
+            return []
+        if self._unready:
+            await self._ready()
+        call = functools.partial(self._batch, groups, atomic)
+        started = time.monotonic()
+        try:
+            return await call()
+        except ERRORS as exc:
+            return cast("list[list[Any]]", await self._recover(exc, call, started, None, "multi"))
+
+    async def _batch(
+        self, groups: Sequence[tuple[str, Sequence[tuple[Any, ...]]]], atomic: bool
+    ) -> list[list[Any]]:
+        out: list[list[Any]] = [[] for _ in groups]
+        by_server: dict[int, tuple[Redis, list[int]]] = {}
+        for at, (key, _) in enumerate(groups):
+            client = await self._node_client(key)
+            by_server.setdefault(id(client), (client, []))[1].append(at)
+        for client, members in by_server.values():
+            async with client.pipeline(transaction=False) as pipe:
+                queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
+                for at in members:
+                    if atomic:
+                        queue("MULTI")
+                    for command in groups[at][1]:
+                        queue(*command)
+                    if atomic:
+                        queue("EXEC")
+                try:
+                    replies = await pipe.execute(raise_on_error=False)
+                except ERRORS:
+                    await self._relearn(groups[members[0]][0])
+                    raise
+            cursor = 0
+            for at in members:
+                count = len(groups[at][1])
+                if atomic:
+                    cursor += count + 2  # MULTI, the QUEUED replies, then EXEC's
+                    reply = replies[cursor - 1]
+                    if isinstance(reply, Exception):  # the whole EXEC failed
+                        if is_transient(reply):
+                            await self._relearn(groups[at][0])
+                        raise reply
+                    out[at] = list(reply)
+                else:
+                    out[at] = list(replies[cursor : cursor + count])
+                    cursor += count
+                for reply in out[at]:
+                    if isinstance(reply, Exception) and is_transient(reply):
+                        await self._relearn(groups[at][0])
+                        raise reply
+        return out
+
+    async def scripts(
+        self, calls: Sequence[tuple[Script, Sequence[str], Sequence[Any]]]
+    ) -> list[Any]:
+        """Many scripts in one round trip per server (a cluster: per primary), each
+        atomic on its own; each call's keys share one hash slot. Returns each reply, or
+        the translated error of a call that failed. Resend-safe scripts only (imports,
+        recodes): on a transient failure the whole batch is sent again."""
+        if not calls:
+            return []
+        if self._unready:
+            await self._ready()
+        call = functools.partial(self._scripts, calls)
+        started = time.monotonic()
+        try:
+            replies = await call()
+        except ERRORS as exc:
+            replies = await self._recover(exc, call, started, None, "evalsha")
+        return [
+            translate(r, self.address, "evalsha") if isinstance(r, Exception) else r
+            for r in replies
+        ]
+
+    async def _scripts(
+        self, calls: Sequence[tuple[Script, Sequence[str], Sequence[Any]]]
+    ) -> list[Any]:
+        out: list[Any] = [None] * len(calls)
+        by_server: dict[int, tuple[Redis, list[int]]] = {}
+        for at, (_, keys, _) in enumerate(calls):
+            client = await self._node_client(keys[0])
+            by_server.setdefault(id(client), (client, []))[1].append(at)
+        for client, members in by_server.values():
+            todo = members
+            for loads in range(_RELOADS + 1):
+                async with client.pipeline(transaction=False) as pipe:
+                    queue: Any = pipe.execute_command
+                    for at in todo:
+                        run, keys, args = calls[at]
+                        queue("EVALSHA", run.sha, len(keys), *keys, *args)
+                    try:
+                        replies = await pipe.execute(raise_on_error=False)
+                    except ERRORS:
+                        await self._relearn(calls[todo[0]][1][0])
+                        raise
+                missing: list[int] = []
+                for at, reply in zip(todo, replies, strict=True):
+                    if isinstance(reply, rex.NoScriptError) and loads < _RELOADS:
+                        missing.append(at)
+                    elif isinstance(reply, Exception) and is_transient(reply):
+                        await self._relearn(calls[at][1][0])
+                        raise reply
+                    else:
+                        out[at] = reply
+                if not missing:
+                    break
+                # Loaded once per script, then only the calls that met NOSCRIPT again.
+                for source in {calls[at][0].source for at in missing}:
+                    await client.script_load(source)
+                todo = missing
+        return out
+
     async def xrange(
         self, key: str, start: str, end: str, count: int
     ) -> list[tuple[bytes, dict[bytes, bytes]]]:

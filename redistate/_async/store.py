@@ -9,6 +9,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from ..admin.admin_async import AsyncAdmin
 from ..checkpoints import CheckpointSpec
 from ..codec import Codec, JsonCodec
 from ..durability import DEFAULT as DEFAULT_DURABILITY
@@ -16,6 +17,7 @@ from ..durability import Durability
 from ..errors import InvalidId
 from ..events import EventSpec
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
+from ..kinds import SESSION, USER
 from ..migrations import Migrations
 from ..records import RecordSpec
 from ..retry import RetryPolicy, check_timeout
@@ -111,10 +113,10 @@ class AsyncStore:
         self._max_bytes = max_bytes
         self._attempts = update_attempts
         self.migrations = Migrations()
-        self.sessions = self._collection("session", ttl=session_ttl, max_bytes=max_bytes)
+        self.sessions = self._collection(SESSION.key, ttl=session_ttl, max_bytes=max_bytes)
         users = RecordSpec(
             self.keys,
-            "user",
+            USER.key,
             self.codec,
             ttl=None,
             max_bytes=max_bytes,
@@ -231,6 +233,25 @@ class AsyncStore:
         if check_kind(name) in RESERVED_KINDS:
             raise InvalidId(f"collection name {name!r} is reserved ({sorted(RESERVED_KINDS)})")
         return self._collection(name, ttl=ttl, max_bytes=max_bytes)
+
+    @property
+    def admin(self) -> AsyncAdmin:
+        """Maintenance of the namespace: export, import, rotate keys, migrate, stats
+        (redistate.admin)."""
+        return AsyncAdmin(self, self._conn)
+
+    def records_of(self, kind: str) -> AsyncCollection:
+        """The collection holding records of key kind ``kind``: ``sessions``, ``users``,
+        or ``collection(kind)`` (default TTL and size limit).
+
+        Raises:
+            InvalidId: a malformed name, or a reserved one other than those two.
+        """
+        if kind == SESSION.key:
+            return self.sessions
+        if kind == USER.key:
+            return self.users
+        return self.collection(kind)
 
     def _collection(
         self, kind: str, *, ttl: float | None, max_bytes: int | None

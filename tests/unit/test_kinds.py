@@ -79,3 +79,15 @@ def test_every_kind_handles_each_operation_or_says_why_not(op: Op) -> None:
         assert kind.applies(op) == (reason is None)
         if reason is not None:
             assert len(reason) > 10, (kind.name, op)
+
+
+def test_migrate_handles_exactly_the_kinds_it_applies_to() -> None:
+    from redistate.admin import migrate
+
+    assert {k for k in KINDS if k.applies(Op.MIGRATE)} == migrate.HANDLED
+
+
+def test_stats_lists_every_key_kind() -> None:
+    from redistate.admin.stats import BUILT_IN
+
+    assert set(BUILT_IN) == {k.key for k in KINDS if k.key != kinds.ANY}

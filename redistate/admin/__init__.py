@@ -1,0 +1,12 @@
+"""Maintenance of a namespace as a library: ``store.admin`` (redistate.admin.Admin, or
+AsyncAdmin for an AsyncStore) exports, imports, rotates keys, migrates and counts every
+kind of stored data the registry (redistate.kinds) declares. ``redistate``'s commands
+call these and print the reports."""
+
+from __future__ import annotations
+
+from .admin import Admin
+from .admin_async import AsyncAdmin
+from .reports import KindStats, MigrateReport
+
+__all__ = ["Admin", "AsyncAdmin", "KindStats", "MigrateReport"]

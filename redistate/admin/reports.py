@@ -1,0 +1,61 @@
+"""What the maintenance operations report (redistate.admin): plain values, the same
+for the sync and the async store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = ["EXAMPLES", "KindStats", "MigrateReport"]
+
+EXAMPLES: Final = 5  # ids or keys a report lists, at most
+
+
+@dataclass
+class KindStats:
+    """What ``stats`` found for one key kind."""
+
+    kind: str
+    keys: int = 0
+    entities: int = 0  # main keys (a task's lists, a record's write memory are parts)
+    size: int = 0  # bytes
+    estimated: bool = False  # payload bytes, not MEMORY USAGE
+    sampled: int = 0
+    largest: list[dict[str, Any]] = field(default_factory=list)
+    no_ttl: int | None = None  # None: the kind is not expected to have a TTL
+    no_ttl_ids: list[str] = field(default_factory=list)
+    sample: list[tuple[bytes, str, str]] = field(default_factory=list, repr=False)
+
+    def row(self) -> dict[str, Any]:
+        """The JSON line of this kind."""
+        return {
+            "kind": self.kind,
+            "keys": self.keys,
+            "entities": self.entities,
+            "bytes": self.size,
+            "estimated": self.estimated,
+            "sampled": self.sampled,
+            "largest": self.largest,
+            "no_ttl": self.no_ttl,
+            "no_ttl_ids": self.no_ttl_ids,
+        }
+
+
+@dataclass
+class MigrateReport:
+    """What a migration wrote back, found current, or left."""
+
+    upgraded: int = 0  # records written back
+    current: int = 0  # records already at the newest schema
+    newer: int = 0  # values newer than the registered steps (left as they are)
+    newer_keys: list[str] = field(default_factory=list)
+    checkpoints: int = 0  # checkpoint states written back
+    held: int = 0  # checkpoints older deltas follow: migrated after the next save
+    events: int = 0  # event payloads written back (their chains recomputed)
+    changed: int = 0  # streams appended to meanwhile: the next run migrates them
+    unverified: list[str] = field(default_factory=list)  # event chains left as they are
+
+    def note_newer(self, key: str) -> None:
+        self.newer += 1
+        if len(self.newer_keys) < EXAMPLES:
+            self.newer_keys.append(key)
