@@ -218,6 +218,12 @@ class AsyncStore:
         return await self._conn.server_facts()
 
     @property
+    def address(self) -> str:
+        """The server (or cluster, or Sentinel service) the store talks to, as error
+        messages name it."""
+        return self._conn.address
+
+    @property
     def client(self) -> Redis | RedisCluster:
         """The underlying redis-py client."""
         return self._conn.client

@@ -6,11 +6,13 @@ retrying connection."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from ..errors import InvalidId
+from ..kinds import claim
 from . import migrate, stats
-from .reports import KindStats, MigrateReport
+from .reports import KindStats, MigrateReport, Scanned
 
 if TYPE_CHECKING:
     from .._sync._client import Connection
@@ -28,6 +30,18 @@ class Admin:
     def __init__(self, store: Store, conn: Connection) -> None:
         self._store = store
         self._conn = conn
+
+    def scan(self) -> Iterator[Scanned]:
+        """Every key of the namespace (SCAN on every primary), parsed; a key that is
+        not one redistate builds comes with kind None and its whole text as id."""
+        keys = self._store.keys
+        for key in self._conn.scan(keys.namespace_pattern()):
+            try:
+                name, entity, part = keys.parse(key)
+            except InvalidId:
+                yield Scanned(key, None, "", key.decode("utf-8", "replace"), "")
+                continue
+            yield Scanned(key, claim(name, part), name, entity, part)
 
     def stats(
         self, samples: int = 200, expect_ttl: Iterable[str] = (), seed: int = 0

@@ -6,9 +6,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["EXAMPLES", "KindStats", "MigrateReport"]
+from ..kinds import Kind
+
+__all__ = ["EXAMPLES", "KindStats", "MigrateReport", "Scanned"]
 
 EXAMPLES: Final = 5  # ids or keys a report lists, at most
+
+
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """A key of the namespace as a scan found it: its Kind (None: no kind builds it),
+    key kind (a collection's name), entity id and part (``""``: the main key)."""
+
+    key: bytes
+    kind: Kind | None
+    name: str
+    id: str
+    part: str
 
 
 @dataclass

@@ -75,7 +75,7 @@ class Context:
     @property
     def address(self) -> str:
         """The server a failed command was talking to, for its error message."""
-        return "the embedded server" if self._store is None else self._store._conn.address
+        return "the embedded server" if self._store is None else self._store.address
 
     def close(self) -> None:
         self._stack.close()

@@ -317,7 +317,7 @@ class Runner:
 
 def _clear(store: Store) -> None:
     """Empty the demo's namespace, refusing one that holds anything but a demo's keys."""
-    keys = list(store._conn.scan(store.keys.namespace_pattern()))
+    keys = [found.key for found in store.admin.scan()]
     if keys and store.collection(MARKER[0]).get(MARKER[1]) is None:
         raise RedistateError(
             f"namespace {store.keys.namespace!r} holds {len(keys)} keys that are not a "

@@ -13,6 +13,7 @@ import typer
 from .. import RedistateError, Store
 from ..checkpoints import Verification
 from ..errors import IntegrityError, InvalidId
+from ..kinds import STEPS, TASK
 from ..leases import holder_fence
 from ._app import app
 from ._output import emit, ttl
@@ -118,13 +119,9 @@ def locks(
 def _task_ids(store: Store) -> list[str]:
     """Every task with any key (a task may hold only a delta log)."""
     found = set()
-    for key in store._conn.scan(store.keys.namespace_pattern()):
-        try:
-            kind, entity, _ = store.keys.parse(key)
-        except InvalidId:
-            continue
-        if kind == "task":
-            found.add(entity)
+    for key in store.admin.scan():
+        if key.kind in (TASK, STEPS):
+            found.add(key.id)
     return sorted(found)
 
 
