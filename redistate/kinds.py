@@ -82,7 +82,8 @@ class Kind:
     key: str
     parts: tuple[str, ...]
     title: str  # plural, for people
-    skips: Mapping[Op, str] = field(default_factory=dict)
+    # Not hashed (a dict is not hashable): kinds are dict keys and set members.
+    skips: Mapping[Op, str] = field(default_factory=dict, hash=False)
     records: bool = False  # versioned records (redistate.records): sessions, users...
     registered: bool = False  # put/save/append(..., user=) can register it to a user
 

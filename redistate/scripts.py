@@ -63,6 +63,7 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
     "agents_add": ("_envelope",),
     "agents_pop": ("_envelope",),
     "agents_clear": ("_envelope",),
+    "agents_recode": (),
 }
 
 

@@ -263,6 +263,16 @@ def _encrypted(admin: Store, denied: Store) -> Store:
     return Store(denied.client, namespace=denied.keys.namespace, codec=codec)
 
 
+def _encrypted_agents(admin: Store, denied: Store) -> Store:
+    """An Agents SDK session encrypted with k1 (by the admin); the denied user's store
+    with k2 primary."""
+    codec = EncryptedCodec({"k1": K1}, "k1")
+    old = Store(admin.client, namespace=admin.keys.namespace, codec=codec)
+    asyncio.run(RedistateSession("chat", store=old).add_items([{"role": "user", "content": "a"}]))
+    codec = EncryptedCodec({"k1": K1, "k2": K2}, "k2")
+    return Store(denied.client, namespace=denied.keys.namespace, codec=codec)
+
+
 def _recode(store: Store, _: Any) -> int:
     """Rewrite the events with every payload re-encoded (as rotate-keys does)."""
     return store.events.rewrite("e", lambda schema, data: (schema, data + b" "))
@@ -302,6 +312,7 @@ OPERATIONS: dict[str, tuple[Setup, Operation]] = {
     "events.trim": (_events, lambda s, _: s.events.trim("e", keep=1)),
     "events.rewrite": (_events, _recode),
     "rotate-keys (a task)": (_encrypted, lambda s, rotating: rotate(rotating)),
+    "rotate-keys (an agents session)": (_encrypted_agents, lambda s, r: rotate(r)),
     "langgraph put (create)": (
         _none,
         lambda s, _: RedisStateSaver(s).put(_thread("g"), empty_checkpoint(), {"step": -1}, {}),

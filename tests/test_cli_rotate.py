@@ -3,6 +3,7 @@ place (versions, TTLs, checkpoint sequence kept); the old key can go afterwards.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -10,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from redistate import EncryptedCodec, Store
+from redistate.agents import RedistateSession
 from redistate.encryption import key_id
 from redistate.envelope import unpack
 from redistate.mergelog import frames
@@ -248,5 +250,26 @@ def test_rotate_keys_moves_step_records_too(server_backend: Backend, namespace: 
     raw: Any = new._conn.client
     (record,) = raw.hvals(new.keys.task_steps("t1"))
     assert key_id(record.split(b"\n", 1)[1]) == "k2"
+    old.close()
+    new.close()
+
+
+def test_rotate_keys_moves_agents_session_items(server_backend: Backend, namespace: str) -> None:
+    """Agents SDK items are encoded by the store's codec: left on the old key, the
+    session could not be read once that key is gone."""
+    old = _store(server_backend, namespace, {"k1": K1}, "k1")
+    items: list[Any] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    asyncio.run(RedistateSession("c1", store=old).add_items(items))
+    args = ["--url", server_backend.url, "--namespace", namespace, "rotate-keys"]
+    both = _env(f"k2={_b64(K2)},k1={_b64(K1)}")
+    done = run(*args, "--json", env=both)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["agent items"] == 2 and report["moved off"] == "k1: 2"
+    table = run(*args, env={**both, "COLUMNS": "300"})  # a row's headers unwrapped
+    assert table.returncode == 0, table.stderr
+    assert "agent items" in table.stdout and "rotated" in table.stdout
+    new = _store(server_backend, namespace, {"k2": K2}, "k2")
+    assert asyncio.run(RedistateSession("c1", store=new).get_items()) == items
     old.close()
     new.close()

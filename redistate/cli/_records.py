@@ -5,18 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .. import Store
+from .. import Store, kinds
 from ..errors import InvalidId
-from .backup_format import NOT_RECORDS
 
 __all__ = ["collection_of", "namespace_keys", "record_keys"]
+
+_LISTED = (kinds.TASK, kinds.EVENTS)  # with the records, by namespace_keys
 
 
 def collection_of(store: Store, kind: str) -> Any:
     """The store's collection for a record kind (users, sessions, or a named one)."""
-    if kind == "user":
+    if kind == kinds.USER_KEY:
         return store.users
-    if kind == "session":
+    if kind == kinds.SESSION_KEY:
         return store.sessions
     return store.collection(kind)
 
@@ -29,12 +30,14 @@ def namespace_keys(store: Store) -> Iterator[tuple[str, str, str]]:
             kind, entity, part = store.keys.parse(raw)
         except InvalidId:
             continue
-        if not part and (kind not in NOT_RECORDS or kind in ("task", "events")):
+        owner = kinds.claim(kind, part)
+        if not part and owner is not None and (owner.records or owner in _LISTED):
             yield kind, entity, raw.decode() if isinstance(raw, bytes) else raw
 
 
 def record_keys(store: Store) -> Iterator[tuple[str, str, str]]:
     """(kind, id, key) of every record in the namespace (SCAN, every primary)."""
     for item in namespace_keys(store):
-        if item[0] not in NOT_RECORDS:
+        owner = kinds.claim(item[0], "")
+        if owner is not None and owner.records:
             yield item

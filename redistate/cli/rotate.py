@@ -1,15 +1,21 @@
 """``redistate rotate-keys``: re-encrypt a namespace with the primary key.
 
-Every record (patched ones folded), checkpoint state and delta not yet under the primary
-key is decrypted with whichever key it names and written back encrypted with the
-primary, in place: versions, TTLs, sequence numbers and fences stay as they are; values
-written before the namespace was encrypted are encrypted too. A value
-written meanwhile is skipped by the script that checks it (it was written with the
-primary already, or is caught by a second run). Audit events are rewritten too, after
-their chain is verified: their digests cover the encrypted payloads, so the chain is
-recomputed from the first re-encrypted event (a digest of its end kept elsewhere must
-be taken anew); a chain that does not verify is left as it is and named (exit 1).
-Afterwards the old keys can go.
+Every record (patched ones folded), checkpoint state, delta, durable step record and
+OpenAI Agents SDK session item not yet under the primary key is decrypted with
+whichever key it names and written back encrypted with the primary, in place: versions,
+TTLs, sequence numbers and fences stay as they are; values written before the namespace
+was encrypted are encrypted too. A value written meanwhile is skipped by the script
+that checks it (it was written with the primary already, or is caught by a second
+run). Audit events are rewritten too, after their chain is verified: their digests
+cover the encrypted payloads, so the chain is recomputed from the first re-encrypted
+event (a digest of its end kept elsewhere must be taken anew); a chain that does not
+verify is left as it is and named (exit 1). Afterwards the old keys can go.
+
+Which keys are visited comes from the kind registry (redistate.kinds): each kind
+rotate-keys applies to has a handler below, for the parts of its keys that hold encoded
+values. Not rotated: LangGraph threads (packed by LangGraph's serializer, not the
+store's codec), and the reply an Agents SDK pop keeps in its write memory for a resend
+(for the retry window only).
 
 With signing keys (``REDISTATE_SIGNING_KEYS``) it also seals anew, with the signing
 primary, everything sealed with another key or not sealed at all (data written before
@@ -19,27 +25,30 @@ trust). Either set of keys may be given alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import typer
 
-from .. import RedistateError, Store
+from .. import RedistateError, Store, kinds
+from ..codec import Codec
 from ..encryption import EncryptedCodec, key_id
 from ..errors import ConflictError, IntegrityError, InvalidId
+from ..kinds import Kind, Op
 from ..records import new_write_id
 from ..scripts import script
 from ._app import app
 from ._output import emit
 from ._records import collection_of
-from .backup_format import NOT_RECORDS
 
-__all__ = ["RotateReport", "rotate"]
+__all__ = ["HANDLERS", "RotateReport", "rotate"]
 
 _COMPACT = script("record_compact")
 _RECODE = script("checkpoint_recode")
 _STEPS = script("step_recode")
+_AGENTS = script("agents_recode")
+_AGENTS_PAGE: Final = 500  # items re-encoded per agents_recode call
 
 
 @dataclass
@@ -50,6 +59,7 @@ class RotateReport:
     checkpoints: int = 0
     deltas: int = 0
     steps: int = 0  # durable step records (run.step)
+    agent_items: int = 0  # OpenAI Agents SDK session items (redistate.agents)
     current: int = 0
     changed: int = 0
     keys_seen: int = 0
@@ -91,25 +101,31 @@ def rotate(store: Store) -> RotateReport:
             kind, entity, part = store.keys.parse(raw_key)
         except InvalidId:
             continue
-        key = raw_key.decode("utf-8") if isinstance(raw_key, bytes) else raw_key
-        if kind == "events" and part == "":
-            _rotate_events(store, entity, current, report)
-        elif kind == "task" and part in ("", "log"):
-            _rotate_list(store, key, part, current, report)
-        elif kind == "task" and part == "steps":
-            _rotate_steps(store, key, current, report)
-        elif kind not in NOT_RECORDS and part == "":
-            _rotate_record(store, kind, key, current, report)
+        owner = kinds.claim(kind, part)
+        if owner is None or not owner.applies(Op.ROTATE):
+            continue
+        handler = HANDLERS[owner].get(part)
+        if handler is not None:  # else a part holding nothing encoded (ids, writes...)
+            key = raw_key.decode("utf-8") if isinstance(raw_key, bytes) else raw_key
+            handler(store, _Found(kind, entity, key), current, report)
     return report
 
 
-def _rotate_record(
-    store: Store,
-    kind: str,
-    key: str,
-    current: Callable[[bytes], bool],
-    report: RotateReport,
-) -> None:
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A scanned key, parsed: its key kind (a collection's own name), entity id, key."""
+
+    kind: str
+    entity: str
+    key: str
+
+
+Current = Callable[[bytes], bool]  # whether a value is under the primary (counts it if not)
+Handler = Callable[[Store, _Found, Current, RotateReport], None]
+
+
+def _rotate_record(store: Store, found: _Found, current: Current, report: RotateReport) -> None:
+    kind, key = found.kind, found.key
     raw = store._conn.get(key)
     if raw is None:
         return
@@ -128,33 +144,40 @@ def _rotate_record(
 
 
 def _rotate_list(
-    store: Store, key: str, part: str, current: Callable[[bytes], bool], report: RotateReport
-) -> None:
+    store: Store, key: str, deltas: bool, current: Current, report: RotateReport
+) -> int:
+    """Re-encode a task's checkpoint list (or delta log); how many elements replaced."""
     spec = store.checkpoints.spec
     items: list[Any] = store._conn.idempotent("LRANGE", key, 0, -1)  # retried, translated
     pairs: list[bytes] = []
     for item in items:
-        if part == "":
-            found = spec.recoded_blob(key, item, current)
-        else:
+        if deltas:
             found = spec.recoded_delta(key, item, current)
+        else:
+            found = spec.recoded_blob(key, item, current)
         if found is None:
             report.current += 1
         else:
             pairs.extend(found)
     if not pairs:
-        return
+        return 0
     done = int(store._conn.script(_RECODE, (key,), pairs))
-    if part == "":
-        report.checkpoints += done
-    else:
-        report.deltas += done
     report.changed += len(pairs) // 2 - done
+    return done
 
 
-def _rotate_steps(
-    store: Store, key: str, current: Callable[[bytes], bool], report: RotateReport
+def _rotate_checkpoints(
+    store: Store, found: _Found, current: Current, report: RotateReport
 ) -> None:
+    report.checkpoints += _rotate_list(store, found.key, False, current, report)
+
+
+def _rotate_deltas(store: Store, found: _Found, current: Current, report: RotateReport) -> None:
+    report.deltas += _rotate_list(store, found.key, True, current, report)
+
+
+def _rotate_steps(store: Store, found: _Found, current: Current, report: RotateReport) -> None:
+    key = found.key
     spec = store.checkpoints.step_spec
     fields: dict[bytes, bytes] = store._conn.hgetall(key)
     triples: list[bytes] = []
@@ -170,9 +193,8 @@ def _rotate_steps(
         report.changed += len(triples) // 3 - done
 
 
-def _rotate_events(
-    store: Store, entity: str, current: Callable[[bytes], bool], report: RotateReport
-) -> None:
+def _rotate_events(store: Store, found: _Found, current: Current, report: RotateReport) -> None:
+    entity = found.entity
     codec, aad = store.codec, store.keys.events(entity).encode("utf-8")
 
     def again(data: bytes) -> bytes | None:
@@ -190,16 +212,64 @@ def _rotate_events(
         report.unverified.append(store.keys.events(entity))
 
 
+def recoded_items(
+    key: str, items: Sequence[bytes], codec: Codec, current: Current
+) -> tuple[list[bytes], int]:
+    """(old, new) pairs for ``lua/agents_recode.lua``, one per item of the Agents SDK
+    session ``key`` not under the primary key, and how many were current. Items are
+    encoded with the key's bytes as context, as ``RedistateSession`` encodes them.
+
+    Raises:
+        IntegrityError: an item that does not decrypt with any known key.
+    """
+    context = key.encode("utf-8")
+    pairs: list[bytes] = []
+    for item in items:
+        if not current(item):
+            pairs += [item, codec.encode(codec.decode(item, context), context)]
+    return pairs, len(items) - len(pairs) // 2
+
+
+def _rotate_agents(store: Store, found: _Found, current: Current, report: RotateReport) -> None:
+    key = found.key
+    items: list[bytes] = store._conn.idempotent("LRANGE", key, 0, -1)
+    pairs, now = recoded_items(key, items, store.codec, current)
+    report.current += now
+    # Only the item list: its write memory (<key>:writes) is another part, not visited.
+    for start in range(0, len(pairs), 2 * _AGENTS_PAGE):
+        page = pairs[start : start + 2 * _AGENTS_PAGE]
+        done = int(store._conn.script(_AGENTS, (key,), page))
+        report.agent_items += done
+        report.changed += len(page) // 2 - done
+
+
+# What rotate-keys does with each kind it applies to, by the part of the kind's keys
+# (parts not named hold nothing the codec encodes: write memories, id lists; an event
+# stream's trim anchor is re-encoded with the stream). tests/unit/test_rotate_kinds.py
+# checks these are exactly the kinds for which Op.ROTATE applies.
+_RECORD: Final[Mapping[str, Handler]] = {"": _rotate_record}
+HANDLERS: Final[Mapping[Kind, Mapping[str, Handler]]] = {
+    kinds.SESSION: _RECORD,
+    kinds.USER: _RECORD,
+    kinds.COLLECTION: _RECORD,
+    kinds.TASK: {"": _rotate_checkpoints, "log": _rotate_deltas},
+    kinds.STEPS: {"steps": _rotate_steps},
+    kinds.EVENTS: {"": _rotate_events},
+    kinds.AGENTS: {"": _rotate_agents},
+}
+
+
 @app.command("rotate-keys")
 def rotate_keys(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="one JSON line instead of a table"),
 ) -> None:
-    """Re-encrypt every record, checkpoint, delta and audit event of the namespace with
-    the primary key of REDISTATE_KEYS (versions, TTLs and fences kept; event chains
-    verified, then recomputed); with REDISTATE_SIGNING_KEYS, seal them anew with the
-    signing primary (data written before signing included). Run it again until it
-    rewrites nothing; then the old keys can be dropped."""
+    """Re-encrypt every record, checkpoint, delta, step record, audit event and Agents
+    SDK session item of the namespace with the primary key of REDISTATE_KEYS (versions,
+    TTLs and fences kept; event chains verified, then recomputed); with
+    REDISTATE_SIGNING_KEYS, seal them anew with the signing primary (data written before
+    signing included). LangGraph threads are not (LangGraph's serializer packs them).
+    Run it again until it rewrites nothing; then the old keys can be dropped."""
     store: Store = ctx.obj.store
     report = rotate(store)
     moved = ", ".join(f"{k}: {n}" for k, n in sorted(report.old_keys.items())) or "none"
@@ -208,6 +278,7 @@ def rotate_keys(
         "checkpoints": report.checkpoints,
         "deltas": report.deltas,
         "steps": report.steps,
+        "agent items": report.agent_items,
         "already current": report.current,
         "changed meanwhile": report.changed,
         "moved off": moved,

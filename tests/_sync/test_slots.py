@@ -106,6 +106,7 @@ def test_every_script_and_transaction_stays_in_one_slot(
         memory = store._conn.memory_ms
         store._conn.script(script("agents_add"), agent_keys, (60_000, 0, memory, "a1", b"1"))
         store._conn.script(script("agents_pop"), agent_keys, (memory, "a2"))
+        store._conn.script(script("agents_recode"), (agent_key,), (b"1", b"2"))  # rotate
         store._conn.script(script("agents_clear"), agent_keys, (memory, "a3"))
         # redistate.langgraph: the saver's scripts on one thread's keys.
         graph = Graph(store._conn, GraphSpec(store.keys, ttl_ms=60_000, keep=1))
