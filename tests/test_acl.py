@@ -18,7 +18,6 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from redistate import AsyncStore, LockTimeout, PermissionDenied, Store
 from redistate.agents import RedistateSession
-from redistate.cli.rotate import rotate
 from redistate.encryption import EncryptedCodec
 from redistate.keys import KeySpace
 from redistate.langgraph import RedisStateSaver
@@ -311,8 +310,8 @@ OPERATIONS: dict[str, tuple[Setup, Operation]] = {
     "events.append": (_events, lambda s, _: s.events.append("e", "x", {"i": 9})),
     "events.trim": (_events, lambda s, _: s.events.trim("e", keep=1)),
     "events.rewrite": (_events, _recode),
-    "rotate-keys (a task)": (_encrypted, lambda s, rotating: rotate(rotating)),
-    "rotate-keys (an agents session)": (_encrypted_agents, lambda s, r: rotate(r)),
+    "rotate-keys (a task)": (_encrypted, lambda s, rotating: rotating.admin.rotate_keys()),
+    "rotate-keys (an agents session)": (_encrypted_agents, lambda s, r: r.admin.rotate_keys()),
     "langgraph put (create)": (
         _none,
         lambda s, _: RedisStateSaver(s).put(_thread("g"), empty_checkpoint(), {"step": -1}, {}),

@@ -16,8 +16,9 @@ from dataclasses import asdict
 from typing import Any
 
 from redistate import EncryptedCodec, SigningKeys, Store, kinds
+from redistate.admin import RotateReport
+from redistate.admin.rotate import recoded_items
 from redistate.agents import RedistateSession
-from redistate.cli.rotate import RotateReport, recoded_items, rotate
 from redistate.encryption import key_id
 from redistate.kinds import Kind, Op
 from redistate.scripts import script
@@ -161,7 +162,7 @@ def test_after_rotate_keys_every_kind_reads_with_the_new_keys_alone(
     before = {kind: read(old) for kind, (_, read) in WRITERS.items()}
 
     both = _store(backend, namespace, {"b": B, "a": A}, {"s2": S2, "s1": S1})
-    first = rotate(both)
+    first = both.admin.rotate_keys()
     assert first.unverified == [] and first.changed == 0
     # 3 records, 2 checkpoints, 3 deltas (1 by the run), 2 steps, 2 events and the
     # anchor, 4 items (the popped one is no item any more)
@@ -169,7 +170,7 @@ def test_after_rotate_keys_every_kind_reads_with_the_new_keys_alone(
         "records": 3, "checkpoints": 2, "deltas": 3, "steps": 2, "events": 3, "agent_items": 4
     }  # fmt: skip
     assert set(first.old_keys) == {"a"}
-    second = rotate(both)
+    second = both.admin.rotate_keys()
     assert asdict(second) == {
         **asdict(RotateReport()),
         "keys_seen": second.keys_seen,
@@ -205,7 +206,7 @@ def test_agents_items_popped_trimmed_or_added_meanwhile_are_left_to_the_next_run
     assert both._conn.script(script("agents_recode"), (key,), pairs) == 1
     assert [key_id(item) for item in raw.lrange(key, 0, -1)] == ["b", "a", "a"]
 
-    report = rotate(both)  # the next run moves the two added meanwhile
+    report = both.admin.rotate_keys()  # the next run moves the two added meanwhile
     assert (report.agent_items, report.current, report.changed) == (2, 1, 0)
     assert raw.zrange(old.keys.writes(key), 0, -1, withscores=True) == writes  # untouched
     new = _store(backend, namespace, {"b": B}, {"s2": S2})

@@ -7,6 +7,6 @@ from __future__ import annotations
 
 from .admin import Admin
 from .admin_async import AsyncAdmin
-from .reports import KindStats, MigrateReport, Scanned
+from .reports import KindStats, MigrateReport, RotateReport, Scanned
 
-__all__ = ["Admin", "AsyncAdmin", "KindStats", "MigrateReport", "Scanned"]
+__all__ = ["Admin", "AsyncAdmin", "KindStats", "MigrateReport", "RotateReport", "Scanned"]

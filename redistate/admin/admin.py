@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import InvalidId
 from ..kinds import claim
-from . import migrate, stats
-from .reports import KindStats, MigrateReport, Scanned
+from . import migrate, rotate, stats
+from .reports import KindStats, MigrateReport, RotateReport, Scanned
 
 if TYPE_CHECKING:
     from .._sync._client import Connection
@@ -56,3 +56,14 @@ class Admin:
         schema, migrated by ``store.migrations``. Values newer than those steps are
         counted in ``newer`` and left as they are."""
         return migrate.migrate(self._store, self._conn, advance)
+
+    def rotate_keys(self) -> RotateReport:
+        """Re-encrypt every value the store's codec encodes with its primary key, and
+        seal anew with the signing primary (redistate.admin.rotate says what is and is
+        not rotated). Run it until it rewrites nothing; then the old keys can go.
+
+        Raises:
+            RedistateError: the store has neither an EncryptedCodec nor signing keys.
+            IntegrityError: a value does not decrypt (nothing after it is rewritten).
+        """
+        return rotate.rotate(self._store, self._conn)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import InvalidId
 from ..kinds import claim
-from . import migrate_async, stats_async
-from .reports import KindStats, MigrateReport, Scanned
+from . import migrate_async, rotate_async, stats_async
+from .reports import KindStats, MigrateReport, RotateReport, Scanned
 
 if TYPE_CHECKING:
     from .._async._client import AsyncConnection
@@ -55,3 +55,14 @@ class AsyncAdmin:
         schema, migrated by ``store.migrations``. Values newer than those steps are
         counted in ``newer`` and left as they are."""
         return await migrate_async.migrate(self._store, self._conn, advance)
+
+    async def rotate_keys(self) -> RotateReport:
+        """Re-encrypt every value the store's codec encodes with its primary key, and
+        seal anew with the signing primary (redistate.admin.rotate says what is and is
+        not rotated). Run it until it rewrites nothing; then the old keys can go.
+
+        Raises:
+            RedistateError: the store has neither an EncryptedCodec nor signing keys.
+            IntegrityError: a value does not decrypt (nothing after it is rewritten).
+        """
+        return await rotate_async.rotate(self._store, self._conn)

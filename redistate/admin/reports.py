@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from ..kinds import Kind
 
-__all__ = ["EXAMPLES", "KindStats", "MigrateReport", "Scanned"]
+__all__ = ["EXAMPLES", "KindStats", "MigrateReport", "RotateReport", "Scanned"]
 
 EXAMPLES: Final = 5  # ids or keys a report lists, at most
 
@@ -73,3 +73,20 @@ class MigrateReport:
         self.newer += 1
         if len(self.newer_keys) < EXAMPLES:
             self.newer_keys.append(key)
+
+
+@dataclass
+class RotateReport:
+    """What a rotation rewrote, found current, or skipped because it changed meanwhile."""
+
+    records: int = 0
+    checkpoints: int = 0
+    deltas: int = 0
+    steps: int = 0  # durable step records (run.step)
+    agent_items: int = 0  # OpenAI Agents SDK session items (redistate.agents)
+    current: int = 0
+    changed: int = 0
+    keys_seen: int = 0
+    events: int = 0  # event payloads (and trim anchors) re-encrypted, chains recomputed
+    unverified: list[str] = field(default_factory=list)  # event chains left: see the doc
+    old_keys: dict[str, int] = field(default_factory=dict)  # key id -> values moved off it

@@ -5,7 +5,7 @@ kind owns."""
 from __future__ import annotations
 
 from redistate import kinds
-from redistate.cli.rotate import HANDLERS
+from redistate.admin.rotate import HANDLERS
 from redistate.kinds import Op
 
 
