@@ -15,10 +15,14 @@ from agents.items import TResponseInputItem
 from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
+from ._async.records import register as async_register
 from ._async.store import AsyncStore
+from ._sync.records import register as sync_register
 from ._sync.store import Store
 from ._ttl import check_ttl
-from .errors import CodecError, StateTooLarge
+from .erasure import entry
+from .errors import CodecError, InvalidId, StateTooLarge
+from .kinds import AGENTS_KEY
 from .records import new_write_id
 from .scripts import Script, script
 
@@ -66,9 +70,11 @@ class RedistateSession(SessionABC):
         max_items: keep only this many newest items (None: all), trimmed in the same step.
         max_bytes: largest encoded item (default: the store's ``max_bytes``).
         session_settings: the SDK's settings; ``limit`` is ``get_items``'s default.
+        user: register the session to this user (``store.users.erase(user)`` deletes
+            it): added to the user's index before this object's first ``add_items``.
 
     Raises:
-        InvalidId: a malformed ``session_id``.
+        InvalidId: a malformed ``session_id`` or ``user``.
     """
 
     def __init__(
@@ -80,13 +86,22 @@ class RedistateSession(SessionABC):
         max_items: int | None = None,
         max_bytes: int | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        user: str | None = None,
     ) -> None:
         if not isinstance(store, AsyncStore | Store):
             raise TypeError(
                 f"store must be a redistate AsyncStore or Store, got {type(store).__name__}"
             )
         self._key = store.keys.agent_session(session_id)  # validates the id
+        if user is not None:
+            try:
+                store.keys.user_index(user)  # validates it: bad input writes nothing
+            except InvalidId as exc:
+                raise InvalidId(f"user: {exc}") from None
         self.session_id = session_id
+        self.user = user
+        # Registered once per object, before its first write (reads register nothing).
+        self._registered = user is None
         self.store = store
         self.session_settings = (
             SessionSettings()
@@ -112,6 +127,18 @@ class RedistateSession(SessionABC):
     def key(self) -> str:
         """The Redis key of the session's items."""
         return self._key
+
+    async def _register(self) -> None:
+        """Add the session to its user's index, before the write it registers (so an
+        interrupted write leaves at most an entry for nothing, see redistate.erasure)."""
+        assert self.user is not None
+        item = entry(AGENTS_KEY, self.session_id)
+        if self._async is not None:
+            await async_register(self._async, self.store.keys, self.user, item)
+        else:
+            assert self._sync is not None
+            await asyncio.to_thread(sync_register, self._sync, self.store.keys, self.user, item)
+        self._registered = True
 
     async def _script(self, lua: Script, args: Sequence[Any]) -> Any:
         if self._async is not None:
@@ -169,6 +196,8 @@ class RedistateSession(SessionABC):
                 raise StateTooLarge(len(data), self._max_bytes, self._key)
             encoded.append(data)
         args = (self._ttl_ms, self._max_items, self._memory_ms, new_write_id(), *encoded)
+        if not self._registered:
+            await self._register()
         await _to_the_end(self._script(_ADD, args))
 
     async def pop_item(self) -> TResponseInputItem | None:
@@ -186,4 +215,5 @@ class RedistateSession(SessionABC):
         await _to_the_end(self._script(_CLEAR, (self._memory_ms, new_write_id())))
 
     def __repr__(self) -> str:
-        return f"RedistateSession({self.session_id!r}, key={self._key!r})"
+        user = "" if self.user is None else f", user={self.user!r}"
+        return f"RedistateSession({self.session_id!r}, key={self._key!r}{user})"

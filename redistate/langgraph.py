@@ -40,7 +40,7 @@ from ._async.store import AsyncStore
 from ._sync.graph import Graph
 from ._sync.store import Store
 from ._ttl import check_ttl
-from .errors import RedistateError
+from .errors import InvalidId, RedistateError
 from .graph import GraphSpec, Stored, check_name, pack, unpack_parts
 from .leases import guard_args
 
@@ -63,6 +63,19 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
     too) or an ``AsyncStore`` (async methods native; the sync ones raise);
     ``from_url`` opens both. ``ttl`` (seconds) expires a thread's keys together, from
     its last write; ``keep`` caps each namespace of a thread at that many checkpoints.
+
+    ``user_key`` names the ``configurable`` key that carries the user id, to register
+    threads to users for ``store.users.erase(user)``::
+
+        saver = RedisStateSaver(store, user_key="user_id")
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke(inputs, {"configurable": {"thread_id": "t1", "user_id": "alice"}})
+
+    The thread is added to the user's index before this saver's first put (or
+    put_writes) of it for that user, so erase deletes every key of the thread. A config
+    without the key registers nothing; a user id that is not a valid id (a str of 1-512
+    UTF-8 bytes) raises InvalidId before anything is written. ``copy_thread`` does not
+    register the target thread: a put on it with the key does.
     """
 
     def __init__(
@@ -73,8 +86,14 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         ttl: float | None = None,
         keep: int | None = None,
         async_store: AsyncStore | None = None,
+        user_key: str | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        if user_key is not None and (not isinstance(user_key, str) or not user_key):
+            raise ValueError(f"user_key must be a non-empty str or None, got {user_key!r:.80}")
+        self.user_key = user_key
+        # (user, thread) pairs registered by this process; shared by with_lease clones.
+        self._registered: set[tuple[str, str]] = set()
         if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
             raise ValueError(f"keep must be an int >= 1 or None, got {keep!r}")
         ttl_ms = check_ttl(ttl) if ttl is not None else 0
@@ -107,13 +126,16 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         ttl: float | None = None,
         keep: int | None = None,
+        user_key: str | None = None,
         **options: Any,
     ) -> RedisStateSaver:
         """A saver with a sync and an async connection to ``url`` (``Store.from_url``'s
         URLs and options: cluster, sentinel, TLS, timeouts)."""
         store = Store.from_url(url, namespace=namespace, **options)
         async_store = AsyncStore.from_url(url, namespace=namespace, **options)
-        saver = cls(store, serde=serde, ttl=ttl, keep=keep, async_store=async_store)
+        saver = cls(
+            store, serde=serde, ttl=ttl, keep=keep, async_store=async_store, user_key=user_key
+        )
         saver._stores = [store, async_store]
         return saver
 
@@ -158,6 +180,28 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
 
     def _loads(self, kind: bytes, data: bytes) -> Any:
         return self.serde.loads_typed((kind.decode(), data))
+
+    def _user(self, config: RunnableConfig, thread_id: str) -> str | None:
+        """The user to register the thread to before a write, if not done yet.
+
+        Raises:
+            InvalidId: the config's user id is not a valid id.
+        """
+        if self.user_key is None:
+            return None
+        user = (config.get("configurable") or {}).get(self.user_key)
+        if user is None:
+            return None
+        try:
+            self.spec.keys.user_index(user)  # validates it before anything is written
+        except InvalidId as exc:
+            raise InvalidId(f"configurable[{self.user_key!r}] (the user): {exc}") from None
+        return None if (user, thread_id) in self._registered else cast(str, user)
+
+    def _remember(self, user: str, thread_id: str) -> None:
+        if len(self._registered) >= _REMEMBERED:
+            self._registered.clear()  # forgetting costs one more SADD, never an entry
+        self._registered.add((user, thread_id))
 
     def _guard(self, thread_id: str) -> tuple[str, Any]:
         """(the lease value the script checks, the lease) for a write to the thread."""
@@ -268,6 +312,19 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         upper, lower = self.spec.listing(config["configurable"].get("checkpoint_ns"), before_id)
         return _Selection(get_checkpoint_id(config), before_id, filter or {}, limit, upper, lower)
 
+    def _sync_register(self, config: RunnableConfig, thread_id: str) -> None:
+        user = self._user(config, thread_id)
+        if user is not None:
+            self._sync_graph().register(user, thread_id)
+            self._remember(user, thread_id)
+
+    async def _async_register(self, config: RunnableConfig, thread_id: str) -> None:
+        user = self._user(config, thread_id)
+        if user is not None:
+            assert self._async is not None
+            await self._async.register(user, thread_id)
+            self._remember(user, thread_id)
+
     def _sync_graph(self) -> Graph:
         if self._sync is None:
             raise RedistateError(
@@ -291,6 +348,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             LockLost: a saver ``with_lease`` whose lease no longer holds the thread.
         """
         args, saved = self._put_args(config, checkpoint, metadata, new_versions)
+        self._sync_register(config, args[0])
         self._sync_graph().put(*args)
         return saved
 
@@ -302,7 +360,9 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for a checkpoint: graph_writes, one script."""
-        self._sync_graph().put_writes(*self._writes_args(config, writes, task_id, task_path))
+        args = self._writes_args(config, writes, task_id, task_path)
+        self._sync_register(config, args[0])
+        self._sync_graph().put_writes(*args)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, else the thread's latest: one script."""
@@ -387,6 +447,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         if self._async is None:
             return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
         args, saved = self._put_args(config, checkpoint, metadata, new_versions)
+        await self._async_register(config, args[0])
         await self._async.put(*args)
         return saved
 
@@ -400,7 +461,9 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Async :meth:`put_writes`."""
         if self._async is None:
             return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-        await self._async.put_writes(*self._writes_args(config, writes, task_id, task_path))
+        args = self._writes_args(config, writes, task_id, task_path)
+        await self._async_register(config, args[0])
+        await self._async.put_writes(*args)
         return None
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -482,6 +545,8 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
 
 
 _ALL: RunnableConfig = {"configurable": {}}
+# (user, thread) pairs a saver remembers as registered before it starts over.
+_REMEMBERED = 100_000
 
 
 def _thread(config: RunnableConfig) -> tuple[str, str]:

@@ -33,6 +33,7 @@ from redistate import (
     Store,
 )
 from redistate.agents import RedistateSession
+from redistate.kinds import AGENTS_KEY
 from tests._async.test_resends import LostReplies
 from tests.conftest import Backend
 from tests.roundtrips import RoundTrips
@@ -601,6 +602,47 @@ async def test_encrypted_items_are_never_stored_in_clear(
     finally:
         await store.aclose()
         await stranger.aclose()
+
+
+# -- registered to a user (store.users.erase) -------------------------------------------
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+async def test_a_session_of_a_user_is_registered_before_its_first_add(
+    backend: Backend, namespace: str, store: AsyncStore, raw: Any, flavour: str
+) -> None:
+    sync_store = Store(backend.sync_client(), namespace=namespace)
+    try:
+        on = store if flavour == "async" else sync_store
+        index = store.keys.user_index("alice")
+        session = open_session("s", store=on, user="alice")
+        assert await session.get_items() == [] and await session.pop_item() is None
+        await session.clear_session()
+        assert raw.exists(index) == 0  # reads and removals register nothing
+        with pytest.raises(CodecError):
+            await session.add_items([{"bad": object()}])
+        assert raw.exists(index) == 0  # bad input writes nothing, the entry neither
+        await session.add_items(["hi"])
+        assert raw.smembers(index) == {f"{AGENTS_KEY}:s".encode()}
+        raw.delete(index)
+        await session.add_items(["again"])  # once per object: no second SADD
+        assert raw.exists(index) == 0
+        await open_session("s", store=on, user="alice").add_items(["new object"])
+        assert raw.smembers(index) == {f"{AGENTS_KEY}:s".encode()}
+        report = await store.users.erase("alice")
+        assert report.deleted == {AGENTS_KEY: ["s"]}
+        assert raw.exists(session.key, store.keys.writes(session.key), index) == 0
+    finally:
+        sync_store.close()
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 513, 42, b"bytes"])
+async def test_a_bad_user_is_refused_before_anything(
+    store: AsyncStore, raw: Any, namespace: str, bad: Any
+) -> None:
+    with pytest.raises(InvalidId, match="user"):
+        open_session("s", store=store, user=bad)
+    assert snapshot(raw, namespace) == {}
 
 
 # -- the sync Store -------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from langgraph.graph import END, START, StateGraph
 
 from redistate import AsyncStore, InvalidId, LockLost, Store
 from redistate.graph import PARTS
+from redistate.kinds import GRAPH_KEY
 from redistate.langgraph import RedisStateSaver
 from tests.conftest import Backend
 
@@ -214,6 +215,60 @@ def test_bad_input_is_refused_and_writes_nothing(
         saver.prune(["t1"], strategy="everything")
     with pytest.raises(ValueError, match="keep must be"):
         RedisStateSaver(sync, keep=0)
+    assert raw_keys(backend, namespace) == []
+
+
+def of(name: str, user: Any) -> Any:
+    return {"configurable": {"thread_id": name, "user_id": user}}
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+async def test_a_thread_is_registered_to_the_user_its_config_names(
+    stores: tuple[Store, AsyncStore], backend: Backend, namespace: str, flavour: str
+) -> None:
+    sync, asyn = stores
+    saver = RedisStateSaver(sync if flavour == "sync" else asyn, user_key="user_id")
+
+    async def run(config: Any) -> Any:
+        inputs = {"steps": [], "secret": "s"}
+        if flavour == "sync":
+            return graph(saver).invoke(inputs, config)
+        return await graph(saver).ainvoke(inputs, config)
+
+    raw = backend.raw()
+    try:
+        index = sync.keys.user_index("alice")
+        await run(thread("anonymous"))  # no user id in the config: registered to none
+        assert raw.exists(index) == 0
+        await run(of("t1", "alice"))
+        assert raw.smembers(index) == {f"{GRAPH_KEY}:t1".encode()}
+        raw.delete(index)
+        await run(of("t1", "alice"))  # once per saver and thread: no second SADD
+        assert raw.exists(index) == 0
+        await run(of("t2", "alice"))
+        assert raw.smembers(index) == {f"{GRAPH_KEY}:t2".encode()}
+        thread_keys = [sync.keys.graph_thread("t2", part) for part in PARTS]
+        assert raw.exists(*thread_keys) > 0
+        report = sync.users.erase("alice")
+        assert report.deleted == {GRAPH_KEY: ["t2"]}
+        assert raw.exists(*thread_keys, index) == 0
+        assert raw.exists(sync.keys.graph_thread("anonymous", "idx")) == 1  # not hers
+    finally:
+        raw.close()
+        await asyn.aclose()
+
+
+def test_a_bad_user_id_is_refused_and_writes_nothing(
+    stores: tuple[Store, AsyncStore], backend: Backend, namespace: str
+) -> None:
+    sync, _ = stores
+    app = graph(RedisStateSaver(sync, user_key="user_id"))
+    for bad in ("", "x" * 600, 42):
+        with pytest.raises(InvalidId, match=r"configurable\['user_id'\]"):
+            app.invoke({"steps": [], "secret": "s"}, of("t1", bad))
+    for user_key in ("", 3):
+        with pytest.raises(ValueError, match="user_key must be"):
+            RedisStateSaver(sync, user_key=user_key)  # type: ignore[arg-type]
     assert raw_keys(backend, namespace) == []
 
 

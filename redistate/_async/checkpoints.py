@@ -15,8 +15,9 @@ from ..checkpoints import (
     new_checkpoint_id,
 )
 from ..durability import Durability
-from ..erasure import TASK, entry
+from ..erasure import entry
 from ..errors import ConflictError
+from ..kinds import TASK_KEY
 from ..records import DEFAULT, TTL, Default
 from ..scripts import script
 from ..steps import Step, StepSpec
@@ -132,7 +133,7 @@ class AsyncCheckpoints:
         args = self.spec.save_args(cid, blob, keep, ttl_ms, fence, guard, memory_ms, given)
         replicas = self._conn.replicas(durability)
         if user is not None:
-            await register(self._conn, self.spec.keys, user, entry(TASK, task_id))
+            await register(self._conn, self.spec.keys, user, entry(TASK_KEY, task_id))
         reply = await self._conn.script(_SAVE, keys, args, replicas=replicas, lease=lease)
         self._snapshot(task_id, cid)
         if reply[0] == 1:

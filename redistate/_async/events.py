@@ -9,7 +9,7 @@ from typing import Any
 from .._backoff import backoff_delay
 from .._io import async_sleep
 from ..checkpoints import Verification
-from ..erasure import EVENTS, entry
+from ..erasure import entry
 from ..errors import ConflictError, IntegrityError
 from ..events import (
     Anchor,
@@ -21,6 +21,7 @@ from ..events import (
     default_reducer,
 )
 from ..keys import KeySpace
+from ..kinds import EVENTS_KEY
 from ..leases import guard_args
 from ..records import new_write_id
 from ..scripts import script
@@ -75,7 +76,7 @@ class AsyncEvents:
         keys = (key, self.keys.events_anchor(entity), lock_key, self.keys.writes(key))
         at_ms, write_id = time.time_ns() // 1_000_000, new_write_id()
         if user is not None:
-            await register(self._conn, self.keys, user, entry(EVENTS, entity))
+            await register(self._conn, self.keys, user, entry(EVENTS_KEY, entity))
         head = self._heads.get(entity, ("", 0))
         for attempt in range(self.attempts):
             args, digest = self.spec.append_args(

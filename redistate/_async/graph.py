@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from ..erasure import entry
 from ..errors import InvalidId
 from ..graph import MAX_PAGE, GraphSpec, Stored
+from ..kinds import GRAPH_KEY
 from ..scripts import script
 from ._client import AsyncConnection
+from .records import register
 
 __all__ = ["AsyncGraph"]
 
@@ -31,6 +34,10 @@ class AsyncGraph:
     def __init__(self, conn: AsyncConnection, spec: GraphSpec) -> None:
         self._conn = conn
         self.spec = spec
+
+    async def register(self, user: str, thread_id: str) -> None:
+        """Add the thread to ``user``'s index, before the write it registers."""
+        await register(self._conn, self.spec.keys, user, entry(GRAPH_KEY, thread_id))
 
     async def put(
         self,
@@ -124,5 +131,5 @@ class AsyncGraph:
                 kind, thread_id, part = self.spec.keys.parse(key)
             except InvalidId:
                 continue
-            if kind == "graph" and part == "idx":
+            if kind == GRAPH_KEY and part == "idx":
                 yield thread_id

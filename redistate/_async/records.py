@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
@@ -10,7 +11,7 @@ from .._backoff import backoff_delay
 from .._io import async_resolve, async_sleep
 from ..durability import Durability
 from ..erasure import ErasureReport, entity_keys, entry
-from ..errors import ConflictError, InvalidId, PermissionDenied, RedistateError
+from ..errors import ConflictError, InvalidId, RedistateError
 from ..keys import KeySpace
 from ..mergepatch import merge_patch
 from ..records import (
@@ -28,6 +29,8 @@ from ..scripts import script
 from ._client import AsyncConnection
 
 __all__ = ["AsyncCollection", "AsyncUsers", "register"]
+
+_log = logging.getLogger("redistate")
 
 # Rounds of erasure before giving up on a user whose agents keep writing.
 _ERASE_ROUNDS = 100
@@ -352,12 +355,14 @@ class AsyncUsers(AsyncCollection):
     __slots__ = ()
 
     async def erase(self, user: str) -> ErasureReport:
-        """Delete every session, record, task and event registered to ``user``
-        (``user=`` on their writes), then the profile and the index; report what was
-        there. Not one atomic step on a cluster: see redistate.erasure.
+        """Delete everything registered to ``user`` (``user=`` on their writes: every
+        kind of redistate.kinds with ``registered``), then the profile and the index;
+        report what was there. Not one atomic step on a cluster: see redistate.erasure.
 
         Raises:
             InvalidId: a malformed user id (nothing deleted).
+            IntegrityError: an index entry redistate did not write (nothing of it
+                deleted, the entry left on the index).
         """
         keys = self.spec.keys
         profile = self.spec.key(user)
@@ -375,10 +380,10 @@ class AsyncUsers(AsyncCollection):
                 await self._conn.idempotent("SREM", index, item)
                 try:
                     existed = int(await self._conn.idempotent("DEL", *data))
-                    await self._conn.idempotent("DEL", memory)
-                except PermissionDenied:
-                    # Back on the index, or a later erase would never find the data.
-                    await self._conn.idempotent("SADD", index, item)
+                    if memory:
+                        await self._conn.idempotent("DEL", *memory)
+                except BaseException:  # any failure, a cancellation too
+                    await _put_back(self._conn, index, item)
                     raise
                 report.note(item, existed > 0)
         else:
@@ -389,3 +394,18 @@ class AsyncUsers(AsyncCollection):
         report.profile = int(await self._conn.idempotent("DEL", profile)) > 0
         await self._conn.idempotent("DEL", keys.writes(profile), index)
         return report
+
+
+async def _put_back(conn: AsyncConnection, index: str, item: str) -> None:
+    """Put ``item`` back on the index after its deletion failed, or a later erase would
+    never find the data; if that fails too, log what is no longer indexed."""
+    try:
+        await conn.idempotent("SADD", index, item)
+    except Exception as exc:  # a cancellation of the put-back itself goes on up
+        _log.error(
+            "erase: %r could not be put back on %r (%r): its data may remain unindexed; "
+            "SADD it there and erase again",
+            item,
+            index,
+            exc,
+        )

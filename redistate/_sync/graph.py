@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..erasure import entry
 from ..errors import InvalidId
 from ..graph import MAX_PAGE, GraphSpec, Stored
+from ..kinds import GRAPH_KEY
 from ..scripts import script
 from ._client import Connection
+from .records import register
 
 __all__ = ["Graph"]
 
@@ -32,6 +35,10 @@ class Graph:
     def __init__(self, conn: Connection, spec: GraphSpec) -> None:
         self._conn = conn
         self.spec = spec
+
+    def register(self, user: str, thread_id: str) -> None:
+        """Add the thread to ``user``'s index, before the write it registers."""
+        register(self._conn, self.spec.keys, user, entry(GRAPH_KEY, thread_id))
 
     def put(
         self,
@@ -125,5 +132,5 @@ class Graph:
                 kind, thread_id, part = self.spec.keys.parse(key)
             except InvalidId:
                 continue
-            if kind == "graph" and part == "idx":
+            if kind == GRAPH_KEY and part == "idx":
                 yield thread_id

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Iterator, Callable, Iterable
 from typing import Any
 
@@ -11,7 +12,7 @@ from .._backoff import backoff_delay
 from .._io import sync_resolve, sync_sleep
 from ..durability import Durability
 from ..erasure import ErasureReport, entity_keys, entry
-from ..errors import ConflictError, InvalidId, PermissionDenied, RedistateError
+from ..errors import ConflictError, InvalidId, RedistateError
 from ..keys import KeySpace
 from ..mergepatch import merge_patch
 from ..records import (
@@ -29,6 +30,8 @@ from ..scripts import script
 from ._client import Connection
 
 __all__ = ["Collection", "Users", "register"]
+
+_log = logging.getLogger("redistate")
 
 # Rounds of erasure before giving up on a user whose agents keep writing.
 _ERASE_ROUNDS = 100
@@ -353,12 +356,14 @@ class Users(Collection):
     __slots__ = ()
 
     def erase(self, user: str) -> ErasureReport:
-        """Delete every session, record, task and event registered to ``user``
-        (``user=`` on their writes), then the profile and the index; report what was
-        there. Not one atomic step on a cluster: see redistate.erasure.
+        """Delete everything registered to ``user`` (``user=`` on their writes: every
+        kind of redistate.kinds with ``registered``), then the profile and the index;
+        report what was there. Not one atomic step on a cluster: see redistate.erasure.
 
         Raises:
             InvalidId: a malformed user id (nothing deleted).
+            IntegrityError: an index entry redistate did not write (nothing of it
+                deleted, the entry left on the index).
         """
         keys = self.spec.keys
         profile = self.spec.key(user)
@@ -376,10 +381,10 @@ class Users(Collection):
                 self._conn.idempotent("SREM", index, item)
                 try:
                     existed = int(self._conn.idempotent("DEL", *data))
-                    self._conn.idempotent("DEL", memory)
-                except PermissionDenied:
-                    # Back on the index, or a later erase would never find the data.
-                    self._conn.idempotent("SADD", index, item)
+                    if memory:
+                        self._conn.idempotent("DEL", *memory)
+                except BaseException:  # any failure, a cancellation too
+                    _put_back(self._conn, index, item)
                     raise
                 report.note(item, existed > 0)
         else:
@@ -390,3 +395,18 @@ class Users(Collection):
         report.profile = int(self._conn.idempotent("DEL", profile)) > 0
         self._conn.idempotent("DEL", keys.writes(profile), index)
         return report
+
+
+def _put_back(conn: Connection, index: str, item: str) -> None:
+    """Put ``item`` back on the index after its deletion failed, or a later erase would
+    never find the data; if that fails too, log what is no longer indexed."""
+    try:
+        conn.idempotent("SADD", index, item)
+    except Exception as exc:  # a cancellation of the put-back itself goes on up
+        _log.error(
+            "erase: %r could not be put back on %r (%r): its data may remain unindexed; "
+            "SADD it there and erase again",
+            item,
+            index,
+            exc,
+        )

@@ -1,0 +1,55 @@
+"""Agents SDK sessions and LangGraph threads registered to a user, for the erasure
+tests (tests/_async/test_erasure.py and its sync twin call ``async_*`` / ``sync_*``):
+the frameworks' own APIs differ between sync and async, so this file is not generated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from redistate import AsyncStore, Store
+from redistate.agents import RedistateSession
+from redistate.langgraph import RedisStateSaver
+
+ITEMS: list[Any] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+
+
+class State(TypedDict):
+    steps: Annotated[list[str], operator.add]
+
+
+def graph(saver: RedisStateSaver) -> Any:
+    builder = StateGraph(State)
+    for name in ("plan", "write"):
+        builder.add_node(name, lambda state, name=name: {"steps": [name]})
+    builder.add_edge(START, "plan")
+    builder.add_edge("plan", "write")
+    builder.add_edge("write", END)
+    return builder.compile(checkpointer=saver)
+
+
+def config(thread_id: str, user: str) -> Any:
+    """How LangGraph apps commonly pass a user id along with the thread."""
+    return {"configurable": {"thread_id": thread_id, "user_id": user}}
+
+
+async def async_framework_data(store: AsyncStore, user: str) -> None:
+    """An Agents SDK session ``<user>-a1`` and a LangGraph thread ``<user>-g1``."""
+    session = RedistateSession(f"{user}-a1", store=store, user=user)
+    await session.add_items(ITEMS)
+    saver = RedisStateSaver(store, user_key="user_id")
+    out = await graph(saver).ainvoke({"steps": []}, config(f"{user}-g1", user))
+    assert out["steps"] == ["plan", "write"]
+
+
+def sync_framework_data(store: Store, user: str) -> None:
+    """:func:`async_framework_data` through the sync APIs."""
+    session = RedistateSession(f"{user}-a1", store=store, user=user)
+    asyncio.run(session.add_items(ITEMS))  # the SDK's sessions are async only
+    saver = RedisStateSaver(store, user_key="user_id")
+    out = graph(saver).invoke({"steps": []}, config(f"{user}-g1", user))
+    assert out["steps"] == ["plan", "write"]
