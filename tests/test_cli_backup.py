@@ -281,7 +281,8 @@ def test_newer_entities_are_refused_without_force_and_overwritten_with_it(
     assert sorted(report["refused_ids"]) == ["session s1", "task t1", "task t3", "task t9"]
     if backend.remote:
         assert stderr.splitlines() == [
-            "redistate: refused to overwrite 4 entities newer in the store (--force overwrites)"
+            "redistate: refused to overwrite 4 entities newer in the store or different from "
+            "the file (--force overwrites)"
         ]
     after = snapshot(backend, namespace)
     for key in (
@@ -376,10 +377,10 @@ BAD_FILES: dict[str, tuple[Any, int | None, str]] = {
     "not JSON": (lambda lines: [*lines[:2], b"{not json\n", *lines[3:]], 3, "not valid JSON"),
     "a JSON array": (lambda lines: [*lines[:2], b"[1, 2]\n", *lines[3:]], 3, "not a JSON object"),
     "no header": (lambda lines: lines[1:], 1, "not a redistate export"),
-    "format version 2": (
-        lambda lines: [{**lines[0], "version": 2}, *lines[1:]],
+    "format version 3": (
+        lambda lines: [{**lines[0], "version": 3}, *lines[1:]],
         1,
-        "format version 2 is not supported (this redistate reads 1)",
+        "format version 3 is not supported (this redistate reads 1 and 2)",
     ),
     "unknown kind": (
         lambda lines: [*lines[:2], {"kind": "widget"}, *lines[3:]],
@@ -651,28 +652,15 @@ def test_scripts_flushed_during_an_import_are_loaded_again(
     assert len(skipped) == 3 and sum(report.imported.values()) == 7 and report.failed == []
 
 
-def test_event_streams_are_named_as_left_out_not_misread(
+def test_events_and_framework_keys_are_exported_not_left_out(
     server_backend: Backend, namespace: str, tmp_path: Path
 ) -> None:
-    """Export format 1 has no events yet: an export must say so, not fail on a stream."""
-    with Store(server_backend.sync_client(), namespace=namespace) as store:
-        store.users.put("u1", {"a": 1})
-        store.events.append("t1", "initialized", {"a": 1})
-        store.events.append("t1", "updated", {"b": 2})
-    path = tmp_path / "backup.jsonl"
-    done = run("--url", server_backend.url, "--namespace", namespace, "export", "--out", str(path))
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0].startswith("exported 1 entity (1 record, 0 tasks, 0 fences)")
-    # the stream and its write memory
-    assert "left out 2 audit event keys: exporting events is not supported yet" in lines
-
-
-def test_framework_keys_are_named_as_left_out_not_misread(
-    server_backend: Backend, namespace: str, tmp_path: Path
-) -> None:
-    """LangGraph threads and Agents SDK sessions are not in export format 1 yet."""
+    """Audit events, LangGraph threads and Agents SDK sessions are in format 2: the
+    export counts each as an entity, and recognises every key."""
     import asyncio
+
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import empty_checkpoint
 
     from redistate import AsyncStore
     from redistate.agents import RedistateSession
@@ -680,13 +668,10 @@ def test_framework_keys_are_named_as_left_out_not_misread(
 
     with Store(server_backend.sync_client(), namespace=namespace) as store:
         store.users.put("u1", {"a": 1})
-        saver = RedisStateSaver(store)
-        from langchain_core.runnables import RunnableConfig
-        from langgraph.checkpoint.base import empty_checkpoint
-
+        store.events.append("t1", "initialized", {"a": 1})
+        store.events.append("t1", "updated", {"b": 2})
         config: RunnableConfig = {"configurable": {"thread_id": "th1", "checkpoint_ns": ""}}
-
-        saver.put(config, empty_checkpoint(), {"run_id": "r1"}, {})
+        RedisStateSaver(store).put(config, empty_checkpoint(), {"run_id": "r1"}, {})
 
     async def add() -> None:
         async with AsyncStore(server_backend.async_client(), namespace=namespace) as astore:
@@ -699,11 +684,12 @@ def test_framework_keys_are_named_as_left_out_not_misread(
     done = run("--url", server_backend.url, "--namespace", namespace, "export", "--out", str(path))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("exported 1 entity (1 record, 0 tasks, 0 fences)")
-    assert any(
-        line.startswith("left out") and "LangGraph or Agents SDK keys" in line for line in lines
+    assert lines[0].startswith(
+        "exported 4 entities (1 record, 0 tasks, 0 fences, 1 event stream, "
+        "1 Agents SDK session, 1 LangGraph thread)"
     ), lines
     assert not any("does not recognise" in line for line in lines), lines
+    assert "left out 2 held-lease, wake-list or write-memory keys" in lines  # two memories
 
 
 # -- crafted or damaged files: every line is checked against the store first ----------

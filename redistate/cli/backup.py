@@ -1,5 +1,10 @@
 """``redistate export`` and ``redistate import``: one namespace as a JSON-lines file.
 
+Every kind of stored data goes into the file (redistate.kinds: records, tasks with
+their step records, fences, audit event streams with their trim anchors, user indexes,
+Agents SDK sessions, LangGraph threads) but held leases, lease wake-up lists and write
+memories, which belong to running processes and the retry window.
+
 The file format is described in backup_format; the work is done by backup_export and
 backup_import. Both directions stream: export reads SCAN batches (each entity's keys in
 one MULTI/EXEC, so a task's lists are a consistent view) and writes each entity as it is
@@ -17,11 +22,11 @@ from typing import Annotated, Any
 
 import typer
 
-from .. import RedistateError, Store
+from .. import RedistateError, Store, kinds
 from ._app import app
 from ._output import err
 from .backup_export import export_namespace
-from .backup_format import KINDS
+from .backup_format import KINDS, RECORD
 from .backup_import import ImportReport, import_file
 
 __all__ = ["export_command", "import_command"]
@@ -52,10 +57,13 @@ def export_command(
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
     """Write the namespace to a JSON-lines file: records (value, version, TTL), task
-    checkpoint histories and delta logs, the last fence of each lease name.
+    checkpoint histories, delta logs and step records, the last fence of each lease
+    name, audit event streams with their trim anchors, user indexes (what is
+    registered to each user), Agents SDK sessions and LangGraph threads.
 
     Not exported: held leases (a lease belongs to a running process), lease wake-up
-    lists, and write memories (<key>:writes, a short-lived memory of resent writes).
+    lists, write memories (<key>:writes, a short-lived memory of resent writes) and the
+    staging stream of an event rewrite in progress.
     Each entity is read atomically; the file is not one point-in-time snapshot of the
     whole namespace. Written to FILE.partial, renamed to FILE when complete.
     """
@@ -72,29 +80,52 @@ def export_command(
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict()) + "\n")
         return
-    kinds = ", ".join(_count(report.entities[k], k) for k in KINDS)
     total = _count(sum(report.entities.values()), "entity")
-    _say(f"exported {total} ({kinds}) of namespace {report.namespace!r} to {out_file}")
+    what = _kinds(report.entities, report.steps)
+    _say(f"exported {total} ({what}) of namespace {report.namespace!r} to {out_file}")
     if report.not_exported:
-        _say(f"left out {_count(report.not_exported, 'lease, write-memory or step-record key')}")
-    if report.event_streams:
-        streams = _count(report.event_streams, "audit event key")
-        _say(f"left out {streams}: exporting events is not supported yet")
-    if report.user_indexes:
-        indexes = _count(report.user_indexes, "user index")
-        _say(f"left out {indexes} (what is registered to each user): not supported yet")
-    if report.framework_keys:
-        adapters = _count(report.framework_keys, "LangGraph or Agents SDK key")
-        _say(f"left out {adapters}: exporting them is not supported yet")
+        left = _count(report.not_exported, "held-lease, wake-list or write-memory key")
+        _say(f"left out {left}")
     if report.unknown_count:
         examples = ", ".join(report.unknown)
         _say(f"left out {report.unknown_count} keys redistate does not recognise: {examples}")
 
 
+# A line kind as people read it: (one, many).
+_NAMES: dict[str, tuple[str, str]] = {
+    RECORD: ("record", "records"),
+    kinds.TASK.name: ("task", "tasks"),
+    kinds.FENCE.name: ("fence", "fences"),
+    kinds.EVENTS.name: ("event stream", kinds.EVENTS.title),
+    kinds.USER_INDEX.name: ("user index", kinds.USER_INDEX.title),
+    kinds.AGENTS.name: ("Agents SDK session", kinds.AGENTS.title),
+    kinds.GRAPH.name: ("LangGraph thread", kinds.GRAPH.title),
+}
+
+
+_ALWAYS = (RECORD, kinds.TASK.name, kinds.FENCE.name)
+
+
+def _kinds(counts: dict[str, int], steps: int) -> str:
+    """The kinds of a report, e.g. "1 record, 2 tasks (3 step records)": records,
+    tasks and fences always, the others when there are any."""
+    out = []
+    for kind in KINDS:
+        n = counts.get(kind, 0)
+        if n or kind in _ALWAYS:
+            one, many = _NAMES[kind]
+            out.append(f"{n} {one if n == 1 else many}")
+            if kind == kinds.TASK.name and steps:
+                out[-1] += f" ({_count(steps, 'step record')})"
+    return ", ".join(out)
+
+
 def _count(n: int, what: str) -> str:
     if n == 1:
         return f"1 {what}"
-    return f"{n} entities" if what == "entity" else f"{n} {what}s"
+    if what == "entity":
+        return f"{n} entities"
+    return f"{n} {what}es" if what.endswith("x") else f"{n} {what}s"
 
 
 def _say(text: str) -> None:
@@ -116,15 +147,21 @@ def import_command(
     Each entity is written atomically by a script that compares versions on the server:
     a record whose stored version is newer, or a task whose newest checkpoint is newer
     (or equal, with more deltas), is left as it is and reported (exit code 1) unless
-    --force. Fence keys are set to the higher of stored and exported, never lowered
-    (not even with --force), and expire an hour after the server's clock passed them.
-    TTLs continue from the export: what expired since is not imported. The whole file is
-    checked first against the store (codec, digests, versions and fences at most an hour
-    past the server's clock, record kinds): a bad line imports nothing. Importing a
-    file again is harmless (equal versions are rewritten with the same bytes). Held
-    leases, wake-up lists and write memories are not in an export. A codec that binds
-    values to their key (encryption with the key as context) reads them only in the
-    namespace they were written in.
+    --force; so is an event stream that ends elsewhere than the file's, an Agents SDK
+    session or a LangGraph thread that differs from the file's (the same one is left
+    as it is and counted as imported). An import deletes nothing the file does not
+    replace: step records are merged (one the store lacks is written, even beside a
+    refused task; --force overwrites stored ones), user indexes are a union. Fence keys
+    are set to the higher of stored and exported, never lowered (not even with
+    --force), and expire an hour after the server's clock passed them. TTLs continue
+    from the export: what expired since is not imported. The whole file is checked
+    first against the store (codec, digests and seals, event chains, versions, fences,
+    stream ids and times at most an hour past the server's clock, record kinds,
+    shapes): a bad line imports nothing. Importing a file again is harmless (equal
+    versions are rewritten with the same bytes, the same streams, sessions and threads
+    left as they are, step records kept). Held leases, wake-up lists and write
+    memories are not in an export. A codec that binds values to their key (encryption
+    with the key as context) reads them only in the namespace they were written in.
     """
     store: Store = ctx.obj.store
     with _progress("bytes") as bar:
@@ -145,18 +182,18 @@ def import_command(
     if report.refused_count:
         raise RedistateError(
             f"refused to overwrite {_count(report.refused_count, 'entity')} newer in the "
-            f"store (--force overwrites)"
+            f"store or different from the file (--force overwrites)"
         )
 
 
 def _print_import(report: ImportReport) -> None:
-    kinds = ", ".join(_count(report.imported[k], k) for k in KINDS)
     total = _count(sum(report.imported.values()), "entity")
-    _say(f"imported {total} ({kinds}) into namespace {report.namespace!r}")
+    what = _kinds(report.imported, report.steps)
+    _say(f"imported {total} ({what}) into namespace {report.namespace!r}")
     if report.refused_count:
         more = ", …" if report.refused_count > len(report.refused) else ""
         examples = ", ".join(report.refused)
-        _say(f"skipped {report.refused_count} as newer in the store: {examples}{more}")
+        _say(f"skipped {report.refused_count} as newer in the store or different: {examples}{more}")
     if report.expired:
         _say(f"skipped {report.expired} whose TTL ran out since the export")
     if report.fences_kept:

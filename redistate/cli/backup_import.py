@@ -4,6 +4,10 @@ The whole file is checked first, against the store it goes to (backup_format.Lim
 the server's clock, read once, and the store's codec), then read again line by line:
 each entity is written by its own script (lua/import_*.lua), the scripts pipelined per
 server in batches, so client memory is bounded by a batch, not by the size of the file.
+An import never deletes what the file does not replace: step records are merged (a
+recorded step is never lost), user indexes are a union, and an event stream, an Agents
+SDK session or a LangGraph thread that differs from the file's is refused unless
+--force.
 The second pass checks each line again before sending it, so a file changed between the
 passes never writes a line that fails the checks.
 """
@@ -17,14 +21,22 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from .. import RedistateError, Store
+from .. import RedistateError, Store, kinds
 from .._translate import translate
 from ..keys import KeySpace
 from ..scripts import Script, script
 from .backup_export import EXAMPLES, Batch, per_server
 from .backup_format import (
+    AGENTS,
+    EVENT_FIELDS,
+    EVENTS,
+    FENCE,
     FUTURE_ALLOWANCE_US,
+    GRAPH,
     KINDS,
+    RECORD,
+    TASK,
+    USER_INDEX,
     BadFile,
     Entity,
     Header,
@@ -32,6 +44,7 @@ from .backup_format import (
     Progress,
     nothing,
     now_ms,
+    plural,
     read_file,
 )
 
@@ -43,8 +56,9 @@ class ImportReport:
     """What an import wrote, and what it left as it was."""
 
     namespace: str
-    imported: Counter[str] = field(default_factory=Counter)  # record / task / fence
-    refused: list[str] = field(default_factory=list)  # newer in the store (examples)
+    imported: Counter[str] = field(default_factory=Counter)  # by line kind
+    steps: int = 0  # step records written (absent in the store, or --force)
+    refused: list[str] = field(default_factory=list)  # newer or other in the store (examples)
     refused_count: int = 0
     expired: int = 0  # TTL ran out since the export
     fences_kept: int = 0  # already at or above the file's value
@@ -55,7 +69,8 @@ class ImportReport:
         return {
             "namespace": self.namespace,
             "imported": sum(self.imported.values()),
-            **{f"{kind}s": self.imported[kind] for kind in KINDS},
+            **{plural(kind): self.imported[kind] for kind in KINDS},
+            "steps": self.steps,
             "refused": self.refused_count,
             "refused_ids": self.refused,
             "expired": self.expired,
@@ -71,16 +86,37 @@ def import_call(
     """(script, KEYS, ARGV) that imports ``entity`` into ``keys``' namespace with a TTL
     of ``ttl_ms`` (0: none). Every key is in the entity's hash slot."""
     flag = 1 if force else 0
-    if entity.kind == "record":
+    run = script(f"import_{entity.kind}")
+    if entity.kind == RECORD:
         args: tuple[Any, ...] = (entity.data[0], ttl_ms, flag)
-        return script("import_record"), (keys.record(entity.name, entity.id),), args
-    if entity.kind == "task":
+        return run, (keys.record(entity.name, entity.id),), args
+    if entity.kind == TASK:
         blobs, entries = entity.counts
-        args = (ttl_ms, flag, blobs, entries, *entity.data)
+        checkpoints = entity.data[: blobs + entries]
+        steps = [value for pair in entity.steps for value in pair]
+        log = entity.data[blobs + entries :]
+        args = (ttl_ms, flag, blobs, entries, len(entity.steps), *checkpoints, *steps, *log)
         task = (*keys.task_keys(entity.id), keys.task_steps(entity.id))
-        return script("import_task"), task, args
+        return run, task, args
+    if entity.kind == EVENTS:
+        anchor = [value for pair in entity.anchor for value in pair]
+        rows = [
+            value
+            for eid, fields in entity.events
+            for value in (eid, *(fields[name.encode()] for name in EVENT_FIELDS))
+        ]
+        both = (keys.events(entity.id), keys.events_anchor(entity.id))
+        return run, both, (ttl_ms, flag, len(entity.anchor), *anchor, *rows)
+    if entity.kind == USER_INDEX:
+        return run, (keys.user_index(entity.id),), entity.data
+    if entity.kind == AGENTS:
+        return run, (keys.agent_session(entity.id),), (ttl_ms, flag, *entity.data)
+    if entity.kind == GRAPH:
+        thread = tuple(keys.graph_thread(entity.id, part) for part in kinds.GRAPH_PARTS)
+        pairs = [value for part in entity.parts for pair in part for value in pair]
+        return run, thread, (ttl_ms, flag, *(len(part) for part in entity.parts), *pairs)
     allowance_ms = FUTURE_ALLOWANCE_US // 1000
-    return script("import_fence"), (keys.fence(entity.id),), (*entity.data, allowance_ms)
+    return run, (keys.fence(entity.id),), (*entity.data, allowance_ms)
 
 
 def _time_left(entity: Entity, exported_ms: int, now: int) -> int | None:
@@ -123,9 +159,12 @@ def _tally(report: ImportReport, entity: Entity, reply: Any, address: str) -> No
         if len(report.failed) < EXAMPLES:
             problem = reply if isinstance(reply, RedistateError) else translate(reply, address)
             report.failed.append(f"{entity.label}: {problem}")
-    elif int(reply[0]) == 1:
+        return
+    if entity.kind == TASK:
+        report.steps += int(reply[2])  # written even when the lists are refused
+    if int(reply[0]) == 1:
         report.imported[entity.kind] += 1
-    elif entity.kind == "fence":
+    elif entity.kind == FENCE:
         report.fences_kept += 1
     else:
         report.refused_count += 1
@@ -171,7 +210,7 @@ def import_file(
             report.expired += 1
             continue
         pending.append((entity, *import_call(keys, entity, ttl_ms, force)))
-        pending_bytes += sum(len(d) for d in entity.data)
+        pending_bytes += entity.size
         if len(pending) >= batch.size:
             _run_batch(store, pending, report, loaded)
             batch.adapt(len(pending), pending_bytes)

@@ -129,6 +129,15 @@ async def test_every_script_and_transaction_stays_in_one_slot(
             {"kind": "task", "id": entity, "seq": 0, "ttl_ms": None, "checkpoints": [],
              "ids": [], "log": [b64encode(b"D1,d1,,0000000000000\n").decode()]},
             {"kind": "fence", "id": entity, "fence": 7},
+            {"kind": "events", "id": entity, "ttl_ms": None, "anchor": {
+                "id": b64encode(b"1-0").decode(), "seq": b64encode(b"1").decode(),
+                "digest": b64encode(b"0" * 64).decode(), "state": b64encode(b"{}").decode(),
+                "state_digest": b64encode(b"0" * 64).decode()}, "events": []},
+            {"kind": "user_index", "id": entity, "owns": [f"task:{entity}"]},
+            {"kind": "agents", "id": entity, "ttl_ms": None, "items": [b64encode(b"{}").decode()]},
+            {"kind": "graph", "id": entity, "ttl_ms": None, "parts": {
+                **{p: {} for p in ("cp", "blobs", "refs", "writes")},
+                "idx": [[b64encode(b"\0c1").decode(), 0]], "widx": [], "runs": []}},
         ]  # fmt: skip
         for line in lines:
             await store._conn.script(*import_call(store.keys, parse_entity(line), 0, True))
