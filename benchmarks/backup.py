@@ -3,7 +3,7 @@
     python benchmarks/backup.py [--sizes 10000,100000] [--million] [--quick] [--url ...]
 
 For each size N the namespace holds N user records (~300-byte envelopes) and N/100 tasks
-(3 checkpoints and a delta each); export_namespace and import_file (what the CLI commands
+(3 checkpoints and a delta each); store.admin.export and import_file (what the CLI commands
 call) run against it, the import into the emptied namespace. Each runs twice: timed
 without tracing (keys/s: records and tasks per second), then under tracemalloc for the
 peak of Python allocations (traced memory is the client's: buffers of the file and of the
@@ -27,9 +27,6 @@ from typing import Any
 
 import harness
 from harness import Clients, Column, Row
-
-from redistate.cli.backup_export import export_namespace
-from redistate.cli.backup_import import import_file
 
 MAX_RATIO = 1.5
 TASK_EVERY = 100  # one task per this many records
@@ -87,13 +84,13 @@ def run_size(c: Clients, n: int, workdir: Path) -> Row:
 
     def export() -> int:
         with open(path, "wb") as sink:
-            return sum(export_namespace(store, sink).entities.values())
+            return sum(store.admin.export(sink).entities.values())
 
     export_s, export_peak, entities = measured(export)
     clear(c)
 
     def restore() -> int:
-        return sum(import_file(store, path).imported.values())
+        return sum(store.admin.import_file(path).imported.values())
 
     import_s, import_peak, imported = measured(restore)
     if imported != entities:

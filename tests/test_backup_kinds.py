@@ -18,10 +18,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 from redistate import Store, kinds
+from redistate.admin.backup_format import GRAPH_ZSETS, BadFile, Limits, parse_entity
 from redistate.agents import RedistateSession
-from redistate.cli.backup_export import export_namespace
-from redistate.cli.backup_format import GRAPH_ZSETS, BadFile, Limits, parse_entity
-from redistate.cli.backup_import import import_file
 from redistate.codec import JsonCodec
 from redistate.keys import KeySpace
 from redistate.langgraph import RedisStateSaver
@@ -103,7 +101,7 @@ def contents(backend: Backend, namespace: str) -> dict[str, tuple[str, Any, bool
 
 def _export(store: Store, path: Path) -> Path:
     with open(path, "wb") as sink:
-        export_namespace(store, sink)
+        store.admin.export(sink)
     return path
 
 
@@ -518,10 +516,10 @@ def test_a_signed_event_chain_needs_the_stores_signing_keys(
         Store(server_backend.sync_client(), namespace=namespace, signing=other) as store,
         pytest.raises(BadFile, match=r"does not authenticate|do not verify"),
     ):
-        import_file(store, path)
+        store.admin.import_file(path)
     assert _dump(server_backend, namespace) == {}
     with Store(server_backend.sync_client(), namespace=namespace, signing=signing) as store:
-        report = import_file(store, path)
+        report = store.admin.import_file(path)
         assert report.refused_count == 0 and report.steps == 1
         assert store.events.verify("e").ok
 

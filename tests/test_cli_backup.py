@@ -17,9 +17,8 @@ import orjson
 import pytest
 
 from redistate import RedistateError, Store
-from redistate.cli.backup_export import export_namespace
-from redistate.cli.backup_format import BadFile, Entity
-from redistate.cli.backup_import import import_call, import_file
+from redistate.admin.backup_format import BadFile, Entity
+from redistate.admin.backup_lines import import_call
 from redistate.keys import KeySpace
 from tests.cli import run
 from tests.conftest import Backend
@@ -68,7 +67,7 @@ class Cli:
             assert done.returncode == 0, done.stderr
             return summary(done)
         with self.store() as store, open(path, "wb") as sink:
-            return export_namespace(store, sink).as_dict()
+            return store.admin.export(sink).as_dict()
 
     def import_(
         self, path: Path, *, namespace: str | None = None, force: bool = False
@@ -80,7 +79,7 @@ class Cli:
             done = run("--url", self.backend.url, *target, "import", str(path), "--json", *flags)
             return done.returncode, summary(done), done.stderr
         with self.store() as store:
-            report = import_file(store, path, namespace=namespace, force=force)
+            report = store.admin.import_file(path, namespace=namespace, force=force)
         refused = report.refused_count or report.failed_count
         return (1 if refused and not force else 0), report.as_dict(), ""
 
@@ -435,7 +434,7 @@ def test_a_bad_file_is_one_line_naming_the_line_and_imports_nothing(
         store.sessions.put("s1", {"b": 2})
         store.lock("u1", ttl=30, renew=False).acquire().release()
         with open(path, "wb") as sink:  # in-process: the import is what is tested here
-            export_namespace(store, sink)
+            store.admin.export(sink)
     delete_namespace(server_backend, namespace)
     edit, line, message = BAD_FILES[case]
     bad = _rewrite(path, edit)
@@ -588,7 +587,7 @@ def _exported_user(store: Store, tmp_path: Path) -> Path:
     store.users.put("u1", {"a": 1})
     path = tmp_path / "backup.jsonl"
     with open(path, "wb") as sink:
-        export_namespace(store, sink)
+        store.admin.export(sink)
     return path
 
 
@@ -598,7 +597,7 @@ def test_in_process_a_crafted_version_raises_and_writes_nothing(tmp_path: Path) 
         bad = _rewrite(path, lambda lines: _record_version(MAX)(lines, 0))
         before = store.client.get(store.keys.record("user", "u1"))
         with pytest.raises(BadFile, match=f"^{bad}:2: user u1: version {MAX} is over the limit"):
-            import_file(store, bad, force=True)
+            store.admin.import_file(bad, force=True)
         assert store.client.get(store.keys.record("user", "u1")) == before
 
 
@@ -615,7 +614,7 @@ def test_a_file_changed_between_the_two_passes_writes_no_bad_line(tmp_path: Path
                 path.write_bytes(crafted)
 
         with pytest.raises(BadFile, match=f"^{path}:2: user u1: version {MAX} is over"):
-            import_file(store, path, force=True, progress=swap_after_the_first_pass)
+            store.admin.import_file(path, force=True, progress=swap_after_the_first_pass)
         assert store.client.get(store.keys.record("user", "u1")) == before
 
 
@@ -624,7 +623,7 @@ def test_in_process_a_bad_file_raises_and_writes_nothing(tmp_path: Path) -> None
         path = _exported_user(store, tmp_path)
         bad = _rewrite(path, lambda lines: [*lines[:-1], {"kind": "widget"}, lines[-1]])
         with pytest.raises(BadFile, match=f"^{bad}:3: unknown kind 'widget'"):
-            import_file(store, bad, namespace="other")
+            store.admin.import_file(bad, namespace="other")
         assert list(store.client.scan_iter(match="other:*")) == []
 
 
@@ -635,7 +634,7 @@ def test_scripts_flushed_during_an_import_are_loaded_again(
         seed(store)
         path = tmp_path / "backup.jsonl"
         with open(path, "wb") as sink:
-            export_namespace(store, sink)
+            store.admin.export(sink)
         client: Any = store.client
         client.script_flush()
         load = client.script_load
@@ -648,7 +647,7 @@ def test_scripts_flushed_during_an_import_are_loaded_again(
             return load(source)
 
         monkeypatch.setattr(client, "script_load", lose_the_first_loads)
-        report = import_file(store, path, force=True)
+        report = store.admin.import_file(path, force=True)
     assert len(skipped) == 3 and sum(report.imported.values()) == 7 and report.failed == []
 
 
@@ -878,7 +877,7 @@ def _live_namespace(store: Store, path: Path) -> None:
     store.checkpoints.log("t1", {"extra": 1})
     store.lock("job", ttl=30, renew=False).acquire().release()
     with open(path, "wb") as sink:
-        export_namespace(store, sink)
+        store.admin.export(sink)
     store.lock("held", ttl=600, renew=False).acquire()
 
 
@@ -968,7 +967,7 @@ def test_an_encrypted_file_needs_the_stores_keys(
         store.users.put("u1", {"secret": 1})
         store.checkpoints.save("t1", {"step": 1})
         with open(path, "wb") as sink:
-            export_namespace(store, sink)
+            store.admin.export(sink)
     delete_namespace(server_backend, namespace)
     other = base64.b64encode(os.urandom(32)).decode()
     url = ["--url", server_backend.url, "--namespace", namespace]
@@ -1028,7 +1027,7 @@ def test_a_signed_file_needs_the_stores_signing_keys(
         store.checkpoints.save("t1", {"step": 1})
         store.checkpoints.log("t1", {"step": 2})
         with open(path, "wb") as sink:
-            export_namespace(store, sink)
+            store.admin.export(sink)
     delete_namespace(server_backend, namespace)
     url = ["--url", server_backend.url, "--namespace", namespace]
 

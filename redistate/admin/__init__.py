@@ -7,6 +7,24 @@ from __future__ import annotations
 
 from .admin import Admin
 from .admin_async import AsyncAdmin
-from .reports import KindStats, MigrateReport, RotateReport, Scanned
+from .backup_format import BadFile
+from .reports import (
+    ExportReport,
+    ImportReport,
+    KindStats,
+    MigrateReport,
+    RotateReport,
+    Scanned,
+)
 
-__all__ = ["Admin", "AsyncAdmin", "KindStats", "MigrateReport", "RotateReport", "Scanned"]
+__all__ = [
+    "Admin",
+    "AsyncAdmin",
+    "BadFile",
+    "ExportReport",
+    "ImportReport",
+    "KindStats",
+    "MigrateReport",
+    "RotateReport",
+    "Scanned",
+]

@@ -6,12 +6,21 @@ retrying connection."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import InvalidId
 from ..kinds import claim
-from . import migrate_async, rotate_async, stats_async
-from .reports import KindStats, MigrateReport, RotateReport, Scanned
+from . import backup_async, migrate_async, rotate_async, stats_async
+from .backup_format import Progress, nothing
+from .reports import (
+    ExportReport,
+    ImportReport,
+    KindStats,
+    MigrateReport,
+    RotateReport,
+    Scanned,
+)
 
 if TYPE_CHECKING:
     from .._async._client import AsyncConnection
@@ -41,6 +50,30 @@ class AsyncAdmin:
                 yield Scanned(key, None, "", key.decode("utf-8", "replace"), "")
                 continue
             yield Scanned(key, claim(name, part), name, entity, part)
+
+    async def export(self, sink: BinaryIO, progress: Progress = nothing) -> ExportReport:
+        """Write every entity of the namespace, of every kind, to ``sink`` as JSON lines
+        (redistate.admin.backup_format); ``progress(n)``: n more keys scanned. Each
+        entity is read atomically; the file is not one point-in-time snapshot of the
+        whole namespace. Left out: held leases, wake-up lists, write memories."""
+        return await backup_async.export(self._store, self._conn, sink, progress)
+
+    async def import_file(
+        self,
+        path: Path,
+        *,
+        namespace: str | None = None,
+        force: bool = False,
+        progress: Progress = nothing,
+    ) -> ImportReport:
+        """Import an export file into ``namespace`` (default: the file's). The whole
+        file is checked against the store first: a bad line raises BadFile naming it
+        and nothing is written. Newer (or, for streams, sessions and threads,
+        different) stored entities are kept and counted as refused unless ``force``;
+        nothing the file does not replace is deleted; fences are never lowered."""
+        return await backup_async.import_file(
+            self._store, self._conn, path, namespace=namespace, force=force, progress=progress
+        )
 
     async def stats(
         self, samples: int = 200, expect_ttl: Iterable[str] = (), seed: int = 0

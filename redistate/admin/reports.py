@@ -3,12 +3,22 @@ for the sync and the async store."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..kinds import Kind
+from .backup_format import KINDS, plural
 
-__all__ = ["EXAMPLES", "KindStats", "MigrateReport", "RotateReport", "Scanned"]
+__all__ = [
+    "EXAMPLES",
+    "ExportReport",
+    "ImportReport",
+    "KindStats",
+    "MigrateReport",
+    "RotateReport",
+    "Scanned",
+]
 
 EXAMPLES: Final = 5  # ids or keys a report lists, at most
 
@@ -90,3 +100,62 @@ class RotateReport:
     events: int = 0  # event payloads (and trim anchors) re-encrypted, chains recomputed
     unverified: list[str] = field(default_factory=list)  # event chains left: see the doc
     old_keys: dict[str, int] = field(default_factory=dict)  # key id -> values moved off it
+
+
+@dataclass
+class ExportReport:
+    """What an export wrote and what it left out."""
+
+    namespace: str
+    entities: Counter[str] = field(default_factory=Counter)  # by line kind
+    steps: int = 0  # step records, in their tasks' lines
+    keys: int = 0  # keys the scan found in the namespace
+    not_exported: int = 0  # held leases, wake lists, write memories, staging streams
+    unknown: list[str] = field(default_factory=list)  # keys redistate did not recognise
+    unknown_count: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "entities": sum(self.entities.values()),
+            **{plural(kind): self.entities[kind] for kind in KINDS},
+            "steps": self.steps,
+            "keys": self.keys,
+            "not_exported": self.not_exported,
+            "unknown": self.unknown_count,
+            "unknown_keys": self.unknown,
+        }
+
+    def skip_unknown(self, key: bytes | str) -> None:
+        self.unknown_count += 1
+        if len(self.unknown) < EXAMPLES:
+            self.unknown.append(key.decode("utf-8", "replace") if isinstance(key, bytes) else key)
+
+
+@dataclass
+class ImportReport:
+    """What an import wrote, and what it left as it was."""
+
+    namespace: str
+    imported: Counter[str] = field(default_factory=Counter)  # by line kind
+    steps: int = 0  # step records written (absent in the store, or --force)
+    refused: list[str] = field(default_factory=list)  # newer or other in the store (examples)
+    refused_count: int = 0
+    expired: int = 0  # TTL ran out since the export
+    fences_kept: int = 0  # already at or above the file's value
+    failed: list[str] = field(default_factory=list)  # server errors (examples)
+    failed_count: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "imported": sum(self.imported.values()),
+            **{plural(kind): self.imported[kind] for kind in KINDS},
+            "steps": self.steps,
+            "refused": self.refused_count,
+            "refused_ids": self.refused,
+            "expired": self.expired,
+            "fences_kept": self.fences_kept,
+            "failed": self.failed_count,
+            "failures": self.failed,
+        }

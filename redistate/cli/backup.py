@@ -5,11 +5,8 @@ their step records, fences, audit event streams with their trim anchors, user in
 Agents SDK sessions, LangGraph threads) but held leases, lease wake-up lists and write
 memories, which belong to running processes and the retry window.
 
-The file format is described in backup_format; the work is done by backup_export and
-backup_import. Both directions stream: export reads SCAN batches (each entity's keys in
-one MULTI/EXEC, so a task's lists are a consistent view) and writes each entity as it is
-read; import reads line by line. Client memory is bounded by a batch, not by the number
-of keys.
+The work is ``store.admin.export()`` and ``store.admin.import_file()`` (redistate.admin:
+backup_format is the file format, backup_async the streaming I/O); this prints.
 """
 
 from __future__ import annotations
@@ -23,11 +20,10 @@ from typing import Annotated, Any
 import typer
 
 from .. import RedistateError, Store, kinds
+from ..admin import ImportReport
+from ..admin.backup_format import KINDS, RECORD
 from ._app import app
 from ._output import err
-from .backup_export import export_namespace
-from .backup_format import KINDS, RECORD
-from .backup_import import ImportReport, import_file
 
 __all__ = ["export_command", "import_command"]
 
@@ -72,7 +68,7 @@ def export_command(
     try:
         with _progress("keys") as bar, open(partial, "wb") as sink:
             task = bar.add_task(f"export {store.keys.namespace}", total=None)
-            report = export_namespace(store, sink, lambda n: bar.advance(task, n))
+            report = store.admin.export(sink, lambda n: bar.advance(task, n))
         os.replace(partial, out_file)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -166,8 +162,7 @@ def import_command(
     store: Store = ctx.obj.store
     with _progress("bytes") as bar:
         task = bar.add_task(f"import {file.name}", total=2 * file.stat().st_size)
-        report = import_file(
-            store,
+        report = store.admin.import_file(
             file,
             namespace=ctx.obj.namespace if ctx.obj.namespace_given else None,
             force=force,

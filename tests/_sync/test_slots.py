@@ -18,8 +18,8 @@ from redis.crc import key_slot
 from redistate import Store
 from redistate._sync._client import Connection
 from redistate._sync.graph import Graph
-from redistate.cli.backup_format import parse_entity
-from redistate.cli.backup_import import import_call
+from redistate.admin.backup_format import parse_entity
+from redistate.admin.backup_lines import import_call
 from redistate.graph import GraphSpec
 from redistate.mergelog import COMPACT_AT
 from redistate.scripts import names, script

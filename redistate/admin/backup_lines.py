@@ -1,50 +1,41 @@
-"""Export: every entity of a namespace to a file (the format: backup_format).
-
-Reads SCAN batches (each entity's keys in one MULTI/EXEC, so a task's lists and step
-records, an event stream and its anchor, a LangGraph thread's seven keys are a
-consistent view) and writes each entity as it is read: client memory is bounded by a
-batch, not by the number of keys. What a scanned key belongs to is the kind registry's
-answer (redistate.kinds). Left out: held leases, lease wake-up lists, write memories
-and the staging stream of an event rewrite in progress.
+"""Export and import, the pure half: what to read for each scanned key and the file
+line it becomes, and the script call that imports each checked line (the format:
+backup_format; the I/O: backup_async). What a scanned key belongs to is the kind
+registry's answer (redistate.kinds). Left out of a file: held leases, lease wake-up
+lists, write memories and the staging stream of an event rewrite in progress.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Final, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
-from .. import Store, kinds
+from .. import kinds
 from .._translate import translate
 from ..envelope import unpack
-from ..errors import IntegrityError, InvalidId
+from ..errors import IntegrityError, InvalidId, RedistateError
 from ..keys import KeySpace
+from ..scripts import Script, script
 from .backup_format import (
     AGENTS,
+    EVENT_FIELDS,
     EVENTS,
     FENCE,
-    FORMAT,
+    FUTURE_ALLOWANCE_US,
     GRAPH,
     GRAPH_ZSETS,
-    KINDS,
     RECORD,
     TASK,
     USER_INDEX,
-    VERSION,
-    Progress,
+    Entity,
     b64,
-    encode_line,
     newest_seq,
-    nothing,
-    now_ms,
-    plural,
 )
+from .reports import EXAMPLES, ExportReport, ImportReport
 
-__all__ = ["EXAMPLES", "Batch", "ExportReport", "export_namespace", "per_server"]
+__all__ = ["Batch", "Read", "entity_line", "import_call", "plan", "tally", "time_left"]
 
-EXAMPLES: Final = 5  # ids listed in a report, at most
 BATCH_BYTES: Final = 4 * 1024 * 1024  # aim of one read or write batch: bounds memory
 MAX_BATCH: Final = 512
 PROGRESS_KEYS: Final = 1000  # progress is reported in steps of this many keys
@@ -65,8 +56,6 @@ _TASK_PARTS: Final = ("", "ids", "log", "steps")
 _TASK_ORDER: Final = (0, 2, 1, 3)
 _EVENT_PARTS: Final = ("", "anchor")
 
-T = TypeVar("T")
-
 
 class Batch:
     """How many entities one round trip carries: grows while batches are small, shrinks
@@ -80,38 +69,8 @@ class Batch:
         self.size = max(1, min(MAX_BATCH, BATCH_BYTES // per))
 
 
-@dataclass
-class ExportReport:
-    """What an export wrote and what it left out."""
-
-    namespace: str
-    entities: Counter[str] = field(default_factory=Counter)  # by line kind
-    steps: int = 0  # step records, in their tasks' lines
-    keys: int = 0  # keys the scan found in the namespace
-    not_exported: int = 0  # held leases, wake lists, write memories, staging streams
-    unknown: list[str] = field(default_factory=list)  # keys redistate did not recognise
-    unknown_count: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "entities": sum(self.entities.values()),
-            **{plural(kind): self.entities[kind] for kind in KINDS},
-            "steps": self.steps,
-            "keys": self.keys,
-            "not_exported": self.not_exported,
-            "unknown": self.unknown_count,
-            "unknown_keys": self.unknown,
-        }
-
-    def skip_unknown(self, key: bytes | str) -> None:
-        self.unknown_count += 1
-        if len(self.unknown) < EXAMPLES:
-            self.unknown.append(key.decode("utf-8", "replace") if isinstance(key, bytes) else key)
-
-
 @dataclass(frozen=True, slots=True)
-class _Read:
+class Read:
     """One entity to read: its line kind, id, the key the scan found and the commands."""
 
     kind: str  # a line kind
@@ -122,6 +81,12 @@ class _Read:
     keys: tuple[str, ...]
 
     def commands(self) -> list[tuple[Any, ...]]:
+        """The commands that read the entity, in one MULTI/EXEC. Their names are bytes:
+        redis-py's reply callbacks (keyed by str names) would parse the "QUEUED" reply
+        as a stream or a hash."""
+        return [(name.encode(), *args) for name, *args in self._commands()]
+
+    def _commands(self) -> list[tuple[Any, ...]]:
         pttls = [("PTTL", k) for k in self.keys]
         if self.kind == TASK:
             ranges: list[tuple[Any, ...]] = [("LRANGE", k, 0, -1) for k in self.keys[:3]]
@@ -143,7 +108,7 @@ class _Read:
         return [("GET", self.keys[0]), *pttls]
 
 
-def _plan(keys: KeySpace, key: bytes, report: ExportReport) -> _Read | None:
+def plan(keys: KeySpace, key: bytes, report: ExportReport) -> Read | None:
     """What to read for a scanned key, or None (left out, or not redistate's)."""
     try:
         kind, entity, part = keys.parse(key)
@@ -160,22 +125,20 @@ def _plan(keys: KeySpace, key: bytes, report: ExportReport) -> _Read | None:
         report.not_exported += 1  # held leases, wake lists, write memories, staging
         return None
     if line == RECORD:
-        return _Read(RECORD, kind, entity, part, key, (keys.record(kind, entity),))
+        return Read(RECORD, kind, entity, part, key, (keys.record(kind, entity),))
     if line == TASK:
-        return _Read(
-            TASK, "", entity, part, key, (*keys.task_keys(entity), keys.task_steps(entity))
-        )
+        return Read(TASK, "", entity, part, key, (*keys.task_keys(entity), keys.task_steps(entity)))
     if line == EVENTS:
         both = (keys.events(entity), keys.events_anchor(entity))
-        return _Read(EVENTS, "", entity, part, key, both)
+        return Read(EVENTS, "", entity, part, key, both)
     if line == USER_INDEX:
-        return _Read(USER_INDEX, "", entity, part, key, (keys.user_index(entity),))
+        return Read(USER_INDEX, "", entity, part, key, (keys.user_index(entity),))
     if line == AGENTS:
-        return _Read(AGENTS, "", entity, part, key, (keys.agent_session(entity),))
+        return Read(AGENTS, "", entity, part, key, (keys.agent_session(entity),))
     if line == GRAPH:
         parts = tuple(keys.graph_thread(entity, p) for p in kinds.GRAPH_PARTS)
-        return _Read(GRAPH, "", entity, part, key, parts)
-    return _Read(FENCE, "", entity, part, key, (keys.fence(entity),))
+        return Read(GRAPH, "", entity, part, key, parts)
+    return Read(FENCE, "", entity, part, key, (keys.fence(entity),))
 
 
 def _memory(owner: kinds.Kind, part: str) -> bool:
@@ -204,7 +167,7 @@ def _score(raw: Any) -> int | float:
     return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
-def _first(read: _Read, parts: Sequence[str], present: Sequence[bool]) -> int | None:
+def _first(read: Read, parts: Sequence[str], present: Sequence[bool]) -> int | None:
     """The index of the key that writes the entity's line: the first present one, in
     ``parts`` order. None if that is not the key the scan found (it writes the line:
     an entity is read at each of its keys the scan finds, with no memory of the
@@ -215,7 +178,7 @@ def _first(read: _Read, parts: Sequence[str], present: Sequence[bool]) -> int | 
     return first
 
 
-def _task_line(read: _Read, reply: Any, ttl: Callable[[int], int | None]) -> dict[str, Any] | None:
+def _task_line(read: Read, reply: Any, ttl: Callable[[int], int | None]) -> dict[str, Any] | None:
     lists, steps, pttls = reply[:3], _pairs(reply[3]), reply[4:]
     present = [bool(lists[0]), bool(lists[1]), bool(lists[2]), bool(steps)]
     parts = [_TASK_PARTS[i] for i in _TASK_ORDER]
@@ -238,9 +201,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _events_line(
-    read: _Read, reply: Any, ttl: Callable[[int], int | None]
-) -> dict[str, Any] | None:
+def _events_line(read: Read, reply: Any, ttl: Callable[[int], int | None]) -> dict[str, Any] | None:
     entries, anchor, pttls = reply[0], _pairs(reply[1]), reply[2:]
     present = [int(pttls[0]) != -2, bool(anchor)]
     first = _first(read, _EVENT_PARTS, present)
@@ -258,7 +219,7 @@ def _events_line(
     }
 
 
-def _graph_line(read: _Read, reply: Any, ttl: Callable[[int], int | None]) -> dict[str, Any] | None:
+def _graph_line(read: Read, reply: Any, ttl: Callable[[int], int | None]) -> dict[str, Any] | None:
     contents, pttls = reply[:7], reply[7:]
     pairs = [_pairs(content) for content in contents]
     first = _first(read, kinds.GRAPH_PARTS, [bool(p) for p in pairs])
@@ -273,7 +234,7 @@ def _graph_line(read: _Read, reply: Any, ttl: Callable[[int], int | None]) -> di
     return {"kind": GRAPH, "id": read.id, "ttl_ms": ttl(int(pttls[first])), "parts": parts}
 
 
-def _entity(read: _Read, reply: Any, read_ms: int, started_ms: int) -> dict[str, Any] | None:
+def entity_line(read: Read, reply: Any, read_ms: int, started_ms: int) -> dict[str, Any] | None:
     """The file line of one read entity; None if it is gone or not redistate's.
 
     Raises:
@@ -322,85 +283,77 @@ def _entity(read: _Read, reply: Any, read_ms: int, started_ms: int) -> dict[str,
     }
 
 
-def per_server(
-    store: Store, items: Sequence[T], key: Callable[[T], str]
-) -> list[tuple[Any, list[T]]]:
-    """``items`` grouped by the server that holds ``key(item)``: the store's client, or
-    on a cluster a plain client of each primary. One pipeline per group, so a batch
-    costs a round trip per server."""
-    groups: dict[int, tuple[Any, list[T]]] = {}
-    for item in items:
-        client = store._conn._node_client(key(item))
-        groups.setdefault(id(client), (client, []))[1].append(item)
-    return list(groups.values())
+def import_call(
+    keys: KeySpace, entity: Entity, ttl_ms: int, force: bool
+) -> tuple[Script, tuple[str, ...], tuple[Any, ...]]:
+    """(script, KEYS, ARGV) that imports ``entity`` into ``keys``' namespace with a TTL
+    of ``ttl_ms`` (0: none). Every key is in the entity's hash slot."""
+    flag = 1 if force else 0
+    run = script(f"import_{entity.kind}")
+    if entity.kind == RECORD:
+        args: tuple[Any, ...] = (entity.data[0], ttl_ms, flag)
+        return run, (keys.record(entity.name, entity.id),), args
+    if entity.kind == TASK:
+        blobs, entries = entity.counts
+        checkpoints = entity.data[: blobs + entries]
+        steps = [value for pair in entity.steps for value in pair]
+        log = entity.data[blobs + entries :]
+        args = (ttl_ms, flag, blobs, entries, len(entity.steps), *checkpoints, *steps, *log)
+        task = (*keys.task_keys(entity.id), keys.task_steps(entity.id))
+        return run, task, args
+    if entity.kind == EVENTS:
+        anchor = [value for pair in entity.anchor for value in pair]
+        rows = [
+            value
+            for eid, fields in entity.events
+            for value in (eid, *(fields[name.encode()] for name in EVENT_FIELDS))
+        ]
+        both = (keys.events(entity.id), keys.events_anchor(entity.id))
+        return run, both, (ttl_ms, flag, len(entity.anchor), *anchor, *rows)
+    if entity.kind == USER_INDEX:
+        return run, (keys.user_index(entity.id),), entity.data
+    if entity.kind == AGENTS:
+        return run, (keys.agent_session(entity.id),), (ttl_ms, flag, *entity.data)
+    if entity.kind == GRAPH:
+        thread = tuple(keys.graph_thread(entity.id, part) for part in kinds.GRAPH_PARTS)
+        pairs = [value for part in entity.parts for pair in part for value in pair]
+        return run, thread, (ttl_ms, flag, *(len(part) for part in entity.parts), *pairs)
+    allowance_ms = FUTURE_ALLOWANCE_US // 1000
+    return run, (keys.fence(entity.id),), (*entity.data, allowance_ms)
 
 
-def _read_batch(store: Store, reads: list[_Read]) -> Iterator[tuple[_Read, Any, int]]:
-    """Each entity's commands in its own MULTI/EXEC, all pipelined per server (on a
-    cluster, per primary: every entity's keys share one slot)."""
-    for client, members in per_server(store, reads, lambda r: r.keys[0]):
-        pipe = client.pipeline(transaction=False)
-        for read in members:
-            pipe.execute_command("MULTI")
-            for name, *args in read.commands():
-                # The name as bytes: redis-py's reply callbacks (keyed by str names)
-                # would parse the "QUEUED" reply as a stream or a hash.
-                pipe.execute_command(name.encode(), *args)
-            pipe.execute_command("EXEC")
-        replies = pipe.execute(raise_on_error=False)
-        read_ms = now_ms()
-        at = 0
-        for read in members:
-            at += 2 + len(read.commands())
-            reply = replies[at - 1]
-            if isinstance(reply, Exception):  # the whole EXEC failed (MOVED, OOM...)
-                raise translate(reply, store._conn.address) from reply
-            yield read, reply, read_ms
+def _time_left(entity: Entity, exported_ms: int, now: int) -> int | None:
+    """TTL to set now (0: none); None if it ran out since the export. A clock behind
+    the exporter's never lengthens a TTL."""
+    if entity.ttl_ms is None:
+        return 0
+    left = entity.ttl_ms - max(0, now - exported_ms)
+    return left if left > 0 else None
 
 
-def export_namespace(store: Store, sink: BinaryIO, progress: Progress = nothing) -> ExportReport:
-    """Write every entity of ``store``'s namespace to ``sink``; ``progress(n)`` is called
-    with the number of keys scanned since its last call."""
-    keys = store.keys
-    report = ExportReport(keys.namespace)
-    started_ms = now_ms()
-    exported_at = dt.datetime.fromtimestamp(started_ms / 1000, tz=dt.timezone.utc)
-    header = {"format": FORMAT, "version": VERSION, "namespace": keys.namespace}
-    sink.write(
-        encode_line({**header, "exported_ms": started_ms, "exported_at": exported_at.isoformat()})
-    )
-    batch = Batch()
-    pending: list[_Read] = []
+def time_left(entity: Entity, exported_ms: int, now: int) -> int | None:
+    """TTL to set now (0: none); None if it ran out since the export. A clock behind
+    the exporter's never lengthens a TTL."""
+    if entity.ttl_ms is None:
+        return 0
+    left = entity.ttl_ms - max(0, now - exported_ms)
+    return left if left > 0 else None
 
-    def flush() -> None:
-        written = 0
-        for read, reply, read_ms in _read_batch(store, pending):
-            try:
-                line = _entity(read, reply, read_ms, started_ms)
-            except (IntegrityError, ValueError, TypeError, UnicodeDecodeError):
-                report.skip_unknown(read.found)
-                continue
-            if line is not None:
-                data = encode_line(line)
-                written += len(data)
-                sink.write(data)
-                report.entities[line["kind"]] += 1
-                report.steps += len(line.get("steps", ()))
-        batch.adapt(len(pending), written)
-        pending.clear()
 
-    reported = 0
-    for key in store._conn.scan(keys.namespace_pattern()):
-        report.keys += 1
-        if report.keys - reported >= PROGRESS_KEYS:  # a bar's update costs ~µs: not per key
-            progress(report.keys - reported)
-            reported = report.keys
-        read = _plan(keys, key, report)
-        if read is not None:
-            pending.append(read)
-            if len(pending) >= batch.size:
-                flush()
-    flush()
-    progress(report.keys - reported)
-    sink.write(encode_line({"kind": "end", "entities": sum(report.entities.values())}))
-    return report
+def tally(report: ImportReport, entity: Entity, reply: Any, address: str) -> None:
+    if isinstance(reply, Exception):
+        report.failed_count += 1
+        if len(report.failed) < EXAMPLES:
+            problem = reply if isinstance(reply, RedistateError) else translate(reply, address)
+            report.failed.append(f"{entity.label}: {problem}")
+        return
+    if entity.kind == TASK:
+        report.steps += int(reply[2])  # written even when the lists are refused
+    if int(reply[0]) == 1:
+        report.imported[entity.kind] += 1
+    elif entity.kind == FENCE:
+        report.fences_kept += 1
+    else:
+        report.refused_count += 1
+        if len(report.refused) < EXAMPLES:
+            report.refused.append(entity.label)
