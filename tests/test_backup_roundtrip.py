@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
 
@@ -473,6 +473,9 @@ def test_backup_round_trips(backend: Backend, tmp_path: Path) -> None:
         max_examples=EXAMPLES,
         deadline=None,
         database=None,
+        # No shrinking: an example takes a tenth of a second, and shrinking one of a few
+        # dozen ops runs into minutes; the report names each kind and id that differs.
+        phases=(Phase.explicit, Phase.generate),
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(workload=workloads())
