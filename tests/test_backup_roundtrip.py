@@ -44,6 +44,7 @@ ID_POOL: Final = ("a", "odd {id}*?")  # random ops' ids; "keep" is never deleted
 USERS: Final = ("u1", "u2")
 STEP_NAMES: Final = ("fetch", "plan", "send")  # "send" is not idempotent
 COLLECTION: Final = "notes"
+USER_KEY: Final = "user_id"  # the LangGraph config key that names a thread's user
 
 # -- the operations --------------------------------------------------------------------
 
@@ -164,18 +165,20 @@ GENERATORS: Final[dict[str, st.SearchStrategy[list[Op]]]] = {
             st.just("keep"),
             value=st.lists(st.text(max_size=4), min_size=1, max_size=2),
             ttl=ttls,
+            user=users,
         ),
         _op(
             kinds.AGENTS,
             "add",
             value=st.lists(st.text(max_size=4), min_size=1, max_size=2),
             ttl=ttls,
+            user=users,
         ),
         _op(kinds.AGENTS, "pop"),
     ),
     kinds.GRAPH.name: _ops(
-        _op(kinds.GRAPH, "put", st.just("keep"), value=st.integers(1, 3), ttl=ttls),
-        _op(kinds.GRAPH, "put", value=st.integers(1, 2), ttl=ttls),
+        _op(kinds.GRAPH, "put", st.just("keep"), value=st.integers(1, 3), ttl=ttls, user=users),
+        _op(kinds.GRAPH, "put", value=st.integers(1, 2), ttl=ttls, user=users),
     ),
 }
 
@@ -269,23 +272,31 @@ def execute(world: World, op: Op) -> None:
         store.collection(COLLECTION).put(op.id, op.value, user=op.user)
     elif kind is kinds.AGENTS:
         world.touch(kind, op.id)
-        session = RedistateSession(op.id, store=store, ttl=op.ttl)
+        session = RedistateSession(op.id, store=store, ttl=op.ttl, user=op.user)
         if op.action == "add":
             asyncio.run(session.add_items([{"role": "user", "content": c} for c in op.value]))
         else:
             asyncio.run(session.pop_item())
     elif kind is kinds.GRAPH:
         world.touch(kind, op.id)
-        put_checkpoints(RedisStateSaver(store, ttl=op.ttl), op.id, op.value)
+        saver = RedisStateSaver(store, ttl=op.ttl, user_key=USER_KEY)
+        put_checkpoints(saver, op.id, op.value, op.user)
     else:
         raise AssertionError(f"no executor for kind {kind.name!r}")
 
 
-def put_checkpoints(saver: RedisStateSaver, name: str, count: int) -> None:
-    """``count`` checkpoints after the thread's latest, each with a task's writes."""
+def put_checkpoints(saver: RedisStateSaver, name: str, count: int, user: str | None) -> None:
+    """``count`` checkpoints after the thread's latest, each with a task's writes; the
+    thread registered to ``user`` (if not None)."""
+    owner = {} if user is None else {USER_KEY: user}
     for _ in range(count):
         latest = saver.get_tuple(thread(name))
-        config = latest.config if latest is not None else thread(name)
+        config: Any = {
+            "configurable": {
+                **(latest.config if latest is not None else thread(name))["configurable"],
+                **owner,
+            }
+        }
         previous = latest.checkpoint["channel_versions"].get("x") if latest else None
         checkpoint = empty_checkpoint()
         step = 0 if latest is None else int(latest.metadata.get("step", 0)) + 1
@@ -382,11 +393,17 @@ HEADER_VARIES: Final = ("namespace", "exported_ms", "exported_at")
 
 
 def same_files(
-    first: list[dict[str, Any]], second: list[dict[str, Any]], elapsed_ms: int
+    first: list[dict[str, Any]], second: list[dict[str, Any]], bound_ms: int
 ) -> list[str]:
-    """How the files differ: the same entities, each TTL within ``elapsed_ms`` (what the
-    test measured from before the first export to after the second) plus whole-ms
-    rounding, are no difference."""
+    """How the files differ: the same entities, each TTL within ``bound_ms`` plus
+    whole-ms rounding, are no difference.
+
+    A file's TTL is the time left at its export's start, read at most the export's
+    duration late (PTTL, then the clock: too long by at most that). So two files'
+    TTLs of one expiry differ by at most the time between their starts plus the first
+    export's duration (the expiry kept as it was), or the time from the first start
+    to the second export's end (an import setting it anew): ``bound_ms``, from what
+    the test measured around the calls."""
     problems = []
     head1, head2 = (
         {k: v for k, v in f[0].items() if k not in HEADER_VARIES} for f in (first, second)
@@ -396,7 +413,7 @@ def same_files(
     one, two = shapes(first[1:]), shapes(second[1:])
     problems += [f"only in the first: {m[:300]!r}" for m in sorted(one.keys() - two.keys())]
     problems += [f"only in the second: {e[:300]!r}" for e in sorted(two.keys() - one.keys())]
-    bound = elapsed_ms + WHOLE_MS_READINGS
+    bound = bound_ms + WHOLE_MS_READINGS
     for shape in one.keys() & two.keys():
         for a, b in zip(one[shape], two[shape], strict=True):
             if abs(a - b) > bound:
@@ -520,20 +537,21 @@ def check(world: World, source: Store, target: Store, stem: Path, run: Run) -> l
     # 1. export -> import into an empty namespace -> export: the same entities.
     started = now_ms()
     first = export(source, path)
+    late = now_ms() - started  # how late the first file's TTLs may have been read
     for line in first[1:]:
         run.exported |= kinds_of(line)
     report = import_file(source, path, namespace=target.keys.namespace)
     problems += import_problems("into an empty namespace", report, refused=False)
     second = export(target, stem.with_suffix(".2.jsonl"))
-    elapsed = now_ms() - started
-    problems += [f"1. exports differ: {p}" for p in same_files(first, second, elapsed)]
+    bound = now_ms() - started + late
+    problems += [f"1. exports differ: {p}" for p in same_files(first, second, bound)]
     problems += [f"1. imported: {p}" for p in differences(before, observe(world, target))]
     # 2. The same file into the same namespace: nothing changes, nothing is deleted.
     report = import_file(source, path)
     problems += import_problems("into its own namespace", report, refused=True)
     third = export(source, stem.with_suffix(".3.jsonl"))
-    elapsed = now_ms() - started
-    problems += [f"2. exports differ: {p}" for p in same_files(first, third, elapsed)]
+    bound = now_ms() - started + late
+    problems += [f"2. exports differ: {p}" for p in same_files(first, third, bound)]
     after = observe(world, source)
     problems += [f"2. re-imported: {p}" for p in differences(before, after)]
     lost = [name for name, value in steps.items() if value and after.get(name) != value]
