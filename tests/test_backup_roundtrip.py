@@ -29,9 +29,8 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
 
 from redistate import Lease, Store, kinds
+from redistate.admin import ImportReport
 from redistate.agents import RedistateSession
-from redistate.cli.backup_export import export_namespace
-from redistate.cli.backup_import import ImportReport, import_file
 from redistate.langgraph import RedisStateSaver
 from tests.conftest import Backend
 
@@ -352,7 +351,7 @@ def observe(world: World, store: Store) -> dict[str, Any]:
 
 def export(store: Store, path: Path) -> list[dict[str, Any]]:
     with open(path, "wb") as sink:
-        export_namespace(store, sink)
+        store.admin.export(sink)
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
 
 
@@ -540,14 +539,14 @@ def check(world: World, source: Store, target: Store, stem: Path, run: Run) -> l
     late = now_ms() - started  # how late the first file's TTLs may have been read
     for line in first[1:]:
         run.exported |= kinds_of(line)
-    report = import_file(source, path, namespace=target.keys.namespace)
+    report = source.admin.import_file(path, namespace=target.keys.namespace)
     problems += import_problems("into an empty namespace", report, refused=False)
     second = export(target, stem.with_suffix(".2.jsonl"))
     bound = now_ms() - started + late
     problems += [f"1. exports differ: {p}" for p in same_files(first, second, bound)]
     problems += [f"1. imported: {p}" for p in differences(before, observe(world, target))]
     # 2. The same file into the same namespace: nothing changes, nothing is deleted.
-    report = import_file(source, path)
+    report = source.admin.import_file(path)
     problems += import_problems("into its own namespace", report, refused=True)
     third = export(source, stem.with_suffix(".3.jsonl"))
     bound = now_ms() - started + late
