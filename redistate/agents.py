@@ -15,14 +15,10 @@ from agents.items import TResponseInputItem
 from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
-from ._async.records import register as async_register
 from ._async.store import AsyncStore
-from ._sync.records import register as sync_register
 from ._sync.store import Store
 from ._ttl import check_ttl
-from .erasure import entry
 from .errors import CodecError, InvalidId, StateTooLarge
-from .kinds import AGENTS_KEY
 from .records import new_write_id
 from .scripts import Script, script
 
@@ -113,15 +109,16 @@ class RedistateSession(SessionABC):
         self._max_bytes = (
             store._max_bytes if max_bytes is None else _positive(max_bytes, "max_bytes")
         )
-        # <key>:writes (same hash slot) remembers recent write ids for the retry window,
-        # so that an add, pop or clear whose reply was lost is not applied twice.
-        self._keys = (self._key, store.keys.writes(self._key))
+        # <key>:writes (same hash slot; AgentItems.run passes it) remembers recent write
+        # ids for the retry window: an add, pop or clear whose reply was lost is not
+        # applied twice.
         self._context = self._key.encode("utf-8")
         self._codec = store.codec
-        self._async = store._conn if isinstance(store, AsyncStore) else None
-        self._sync = store._conn if isinstance(store, Store) else None
-        self._memory_ms = store._conn.memory_ms
-        self._replicas = store._conn.replicas(None)
+        self._async = store.agent_items() if isinstance(store, AsyncStore) else None
+        self._sync = store.agent_items() if isinstance(store, Store) else None
+        items = self._async or self._sync
+        assert items is not None
+        self._memory_ms = items.memory_ms
 
     @property
     def key(self) -> str:
@@ -132,21 +129,18 @@ class RedistateSession(SessionABC):
         """Add the session to its user's index, before the write it registers (so an
         interrupted write leaves at most an entry for nothing, see redistate.erasure)."""
         assert self.user is not None
-        item = entry(AGENTS_KEY, self.session_id)
         if self._async is not None:
-            await async_register(self._async, self.store.keys, self.user, item)
+            await self._async.register(self.user, self.session_id)
         else:
             assert self._sync is not None
-            await asyncio.to_thread(sync_register, self._sync, self.store.keys, self.user, item)
+            await asyncio.to_thread(self._sync.register, self.user, self.session_id)
         self._registered = True
 
     async def _script(self, lua: Script, args: Sequence[Any]) -> Any:
         if self._async is not None:
-            return await self._async.script(lua, self._keys, args, replicas=self._replicas)
+            return await self._async.run(lua, self._key, args)
         assert self._sync is not None
-        return await asyncio.to_thread(
-            self._sync.script, lua, self._keys, args, replicas=self._replicas
-        )
+        return await asyncio.to_thread(self._sync.run, lua, self._key, args)
 
     def _decode(self, data: bytes) -> TResponseInputItem:
         return cast("TResponseInputItem", self._codec.decode(data, self._context))
@@ -168,10 +162,10 @@ class RedistateSession(SessionABC):
             return []
         start = -limit if limit is not None and limit > 0 else 0
         if self._async is not None:
-            raw = await self._async.idempotent("LRANGE", self._key, start, -1)
+            raw = await self._async.read(self._key, start)
         else:
             assert self._sync is not None
-            raw = await asyncio.to_thread(self._sync.idempotent, "LRANGE", self._key, start, -1)
+            raw = await asyncio.to_thread(self._sync.read, self._key, start)
         return [self._decode(data) for data in raw]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:

@@ -109,12 +109,12 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
                 f"store's {store.keys.namespace!r}"
             )
         if isinstance(store, Store):
-            self._sync = Graph(store._conn, GraphSpec(store.keys, ttl_ms=ttl_ms, keep=keep or 0))
+            self._sync = store.graph_threads(GraphSpec(store.keys, ttl_ms=ttl_ms, keep=keep or 0))
         elif not isinstance(store, AsyncStore):
             raise TypeError(f"store must be a Store or an AsyncStore, got {type(store).__name__}")
         if async_store is not None:
             spec = GraphSpec(async_store.keys, ttl_ms=ttl_ms, keep=keep or 0)
-            self._async = AsyncGraph(async_store._conn, spec)
+            self._async = async_store.graph_threads(spec)
         self.spec = (self._sync or self._async).spec  # type: ignore[union-attr]
 
     @classmethod

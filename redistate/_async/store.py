@@ -16,6 +16,7 @@ from ..durability import DEFAULT as DEFAULT_DURABILITY
 from ..durability import Durability
 from ..errors import InvalidId
 from ..events import EventSpec
+from ..graph import GraphSpec
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..kinds import SESSION, USER
 from ..migrations import Migrations
@@ -25,8 +26,10 @@ from ..server import ServerCheck, ServerFacts
 from ..signing import SigningKeys
 from ._client import AsyncConnection
 from ._connect import client_for
+from .agents import AsyncAgentItems
 from .checkpoints import AsyncCheckpoints
 from .events import AsyncEvents
+from .graph import AsyncGraph
 from .leases import AsyncLease
 from .records import AsyncCollection, AsyncUsers
 from .runner import AsyncTaskRun
@@ -245,6 +248,14 @@ class AsyncStore:
         """Maintenance of the namespace: export, import, rotate keys, migrate, stats
         (redistate.admin)."""
         return AsyncAdmin(self, self._conn)
+
+    def agent_items(self) -> AsyncAgentItems:
+        """The storage of Agents SDK sessions (redistate.agents builds on it)."""
+        return AsyncAgentItems(self._conn, self.keys)
+
+    def graph_threads(self, spec: GraphSpec) -> AsyncGraph:
+        """The storage of LangGraph threads (redistate.langgraph builds on it)."""
+        return AsyncGraph(self._conn, spec)
 
     def records_of(self, kind: str) -> AsyncCollection:
         """The collection holding records of key kind ``kind``: ``sessions``, ``users``,

@@ -17,6 +17,7 @@ from ..durability import DEFAULT as DEFAULT_DURABILITY
 from ..durability import Durability
 from ..errors import InvalidId
 from ..events import EventSpec
+from ..graph import GraphSpec
 from ..keys import RESERVED_KINDS, KeySpace, check_kind
 from ..kinds import SESSION, USER
 from ..migrations import Migrations
@@ -26,8 +27,10 @@ from ..server import ServerCheck, ServerFacts
 from ..signing import SigningKeys
 from ._client import Connection
 from ._connect import client_for
+from .agents import AgentItems
 from .checkpoints import Checkpoints
 from .events import Events
+from .graph import Graph
 from .leases import Lease
 from .records import Collection, Users
 from .runner import TaskRun
@@ -246,6 +249,14 @@ class Store:
         """Maintenance of the namespace: export, import, rotate keys, migrate, stats
         (redistate.admin)."""
         return Admin(self, self._conn)
+
+    def agent_items(self) -> AgentItems:
+        """The storage of Agents SDK sessions (redistate.agents builds on it)."""
+        return AgentItems(self._conn, self.keys)
+
+    def graph_threads(self, spec: GraphSpec) -> Graph:
+        """The storage of LangGraph threads (redistate.langgraph builds on it)."""
+        return Graph(self._conn, spec)
 
     def records_of(self, kind: str) -> Collection:
         """The collection holding records of key kind ``kind``: ``sessions``, ``users``,
