@@ -149,7 +149,7 @@ class CheckpointSaveReply:
     stored one's, with its ``blob``); neither for GONE."""
 
     status: SaveStatus
-    entry: bytes | None = None
+    entry: bytes = b""
     blob: bytes | None = None
 
     @classmethod
@@ -215,7 +215,8 @@ class CheckpointLogReply:
 
     @property
     def wrote(self) -> bool:
-        return True  # as the connection always took it (a reseal writes nothing: waits)
+        # Every reply: a resend notes itself again; a reseal (rare) waits for nothing.
+        return True
 
 
 @dataclass(frozen=True, slots=True)

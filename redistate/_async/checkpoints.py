@@ -144,16 +144,15 @@ class AsyncCheckpoints:
             await register(self._conn, self.spec.keys, user, entry(TASK_KEY, task_id))
         reply = await self._conn.script(_SAVE, keys, args.argv(), replicas=replicas, lease=lease)
         self._snapshot(task_id, cid)
-        if reply.status is SaveStatus.SAVED and reply.entry is not None:
+        if reply.status is SaveStatus.SAVED:
             return self.spec.saved(
                 task_id, reply.entry, state, phase, progress, stored_meta, digest
             )
-        if reply.status is SaveStatus.RESENT and reply.entry is not None:  # the stored one
-            return self.spec.checkpoint(task_id, keys[0], reply.entry, reply.blob)
-        # Resent, and no longer in the history.
-        return self.spec.saved_earlier(
-            task_id, cid, fence, state, phase, progress, stored_meta, digest
-        )
+        if reply.status is SaveStatus.GONE:  # resent, and no longer in the history
+            return self.spec.saved_earlier(
+                task_id, cid, fence, state, phase, progress, stored_meta, digest
+            )
+        return self.spec.checkpoint(task_id, keys[0], reply.entry, reply.blob)  # the stored one
 
     async def log(
         self,
