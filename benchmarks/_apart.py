@@ -41,7 +41,7 @@ def _calls(store: Store, raw: redis.Redis, value: Any, ttl_s: int) -> Calls:
     def by_hand(memory: int) -> Callable[[], Any]:
         def call() -> Any:
             args = spec.put_args(None, ttl_ms, new_write_id(), payload, memory_ms=memory)
-            return raw.evalsha(put_sha, 3, *keys, *args)
+            return raw.evalsha(put_sha, 3, *keys, *args.argv())
 
         return call
 

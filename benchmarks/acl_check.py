@@ -47,7 +47,7 @@ def _record_put(client: redis.Redis, source: str) -> Callable[[int], Any]:
         key = spec.key(f"s{i % 1000}")
         keys, _ = spec.guarded_keys(f"s{i % 1000}", key, None)
         args = spec.put_args(None, 60_000, new_write_id(), payload, memory_ms=31_000)
-        return client.evalsha(sha, len(keys), *keys, *args)
+        return client.evalsha(sha, len(keys), *keys, *args.argv())
 
     return call
 

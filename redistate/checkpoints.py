@@ -28,6 +28,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any, Final, NamedTuple
 
 import orjson
@@ -43,7 +44,20 @@ from .records import Default, check_max_bytes
 from .signing import SigningKeys, digest_problem
 from .steps import Step
 
-__all__ = ["Checkpoint", "CheckpointSpec", "Restored", "new_checkpoint_id"]
+__all__ = [
+    "Checkpoint",
+    "CheckpointDeleteArgs",
+    "CheckpointDeleteReply",
+    "CheckpointFindArgs",
+    "CheckpointFindReply",
+    "CheckpointLogArgs",
+    "CheckpointLogReply",
+    "CheckpointSaveArgs",
+    "CheckpointSaveReply",
+    "CheckpointSpec",
+    "Restored",
+    "new_checkpoint_id",
+]
 
 _ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ENTRY_RE: Final = re.compile(
@@ -96,6 +110,171 @@ class Verification:
     count: int
     first_bad: str | None
     problems: tuple[str, ...] = ()
+
+
+# -- script arguments and replies (see each script's header in redistate/lua) ---------
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointSaveArgs:
+    """ARGV of checkpoint_save."""
+
+    checkpoint_id: str
+    blob: bytes
+    keep: int  # how many checkpoints the history holds
+    ttl_ms: int  # for every key of the task; 0 = no expiry
+    fence: int  # of the lease the write is made under; 0 = none
+    lease: str  # "" = unguarded
+    memory_ms: int  # how long a checkpoint id is remembered
+    given: bool  # the caller chose the id (looked for in the whole history)
+
+    def argv(self) -> tuple[Any, ...]:
+        return (
+            self.checkpoint_id, self.blob, self.keep, self.ttl_ms, self.fence, self.lease,
+            self.memory_ms, 1 if self.given else 0,
+        )  # fmt: skip
+
+
+class SaveStatus(Enum):
+    """What checkpoint_save did."""
+
+    SAVED = 1
+    RESENT = 0  # the id is in the history already: nothing changed
+    GONE = 2  # saved within the memory, no longer in the history: nothing changed
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointSaveReply:
+    """A checkpoint_save reply: ``entry`` the id entry (SAVED: the new one, RESENT: the
+    stored one's, with its ``blob``); neither for GONE."""
+
+    status: SaveStatus
+    entry: bytes = b""
+    blob: bytes | None = None
+
+    @classmethod
+    def parse(cls, reply: Any) -> CheckpointSaveReply:
+        status = SaveStatus(int(reply[0]))
+        if status is SaveStatus.SAVED:
+            return cls(status, reply[1])
+        if status is SaveStatus.RESENT:
+            return cls(status, reply[1], reply[2])
+        return cls(status)
+
+    @property
+    def wrote(self) -> bool:
+        return True  # a resend, recognised or gone, notes itself again
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointLogArgs:
+    """ARGV of checkpoint_log. ``sealed_for``: the checkpoint a sealed delta follows
+    ("" = none; ARGV[8] is then "="), None = not sealed (no ARGV[8])."""
+
+    delta_id: str
+    blob: bytes
+    max_deltas: int  # the most deltas the log may hold
+    ttl_ms: int
+    follow: bool  # keep the task's current expiry
+    lease: str
+    memory_ms: int
+    sealed_for: str | None = None
+
+    def argv(self) -> tuple[Any, ...]:
+        sealed = () if self.sealed_for is None else (f"={self.sealed_for}",)
+        return (
+            self.delta_id, self.blob, self.max_deltas, self.ttl_ms, 1 if self.follow else 0,
+            self.lease, self.memory_ms, *sealed,
+        )  # fmt: skip
+
+
+class LogStatus(Enum):
+    """What checkpoint_log did."""
+
+    APPENDED = 1
+    RESENT = 0  # appended before: nothing changed
+    RESEAL = 2  # the newest checkpoint is another: nothing written, seal for ``snapshot``
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointLogReply:
+    """A checkpoint_log reply: ``length`` of the log (APPENDED, RESENT), or (RESEAL)
+    ``snapshot`` the newest checkpoint's id ("" for none)."""
+
+    status: LogStatus
+    length: int = 0
+    snapshot: str = ""
+
+    @classmethod
+    def parse(cls, reply: Any) -> CheckpointLogReply:
+        status = LogStatus(int(reply[0]))
+        if status is LogStatus.RESEAL:
+            found = reply[1]
+            return cls(status, snapshot=found.decode() if isinstance(found, bytes) else str(found))
+        return cls(status, int(reply[1]))
+
+    @property
+    def wrote(self) -> bool:
+        # Every reply: a resend notes itself again; a reseal (rare) waits for nothing.
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointDeleteArgs:
+    """ARGV of checkpoint_delete."""
+
+    lease: str
+    delete_id: str  # the delete's own id
+    memory_ms: int
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.lease, self.delete_id, self.memory_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointDeleteReply:
+    """A checkpoint_delete reply: how many keys it deleted (1 for a resend of a delete
+    that deleted some)."""
+
+    removed: int
+
+    @classmethod
+    def parse(cls, reply: Any) -> CheckpointDeleteReply:
+        return cls(int(reply))
+
+    @property
+    def deleted(self) -> bool:
+        return self.removed > 0
+
+    @property
+    def wrote(self) -> bool:
+        return self.removed != 0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointFindArgs:
+    """ARGV of checkpoint_find."""
+
+    checkpoint_id: str
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.checkpoint_id,)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointFindReply:
+    """A checkpoint_find reply: the id entries and blobs found (one each, or none)."""
+
+    entries: tuple[bytes, ...]
+    blobs: tuple[bytes | None, ...]
+
+    @classmethod
+    def parse(cls, reply: Any) -> CheckpointFindReply:
+        return cls(tuple(reply[0]), tuple(reply[1]))
+
+    @property
+    def wrote(self) -> bool:
+        return False  # a lookup
 
 
 _last_us = 0
@@ -308,15 +487,16 @@ class CheckpointSpec:
         guard: str,
         memory_ms: int,
         given: bool = False,
-    ) -> tuple[Any, ...]:
-        """ARGV of checkpoint_save (``given``: the caller chose the checkpoint id)."""
+    ) -> CheckpointSaveArgs:
+        """The arguments of checkpoint_save (``given``: the caller chose the id)."""
         bad_fence = isinstance(fence, bool) or not isinstance(fence, int) or fence < 0
         if fence is not None and bad_fence:
             raise ValueError(f"lease.fence must be an int >= 0, got {fence!r}")
         keep_arg = self.keep if keep is None else check_keep(keep)
-        return (
-            checkpoint_id, blob, keep_arg, ttl_ms, fence or 0, guard, memory_ms, int(given)
-        )  # fmt: skip
+        fence_arg = fence if isinstance(fence, int) else 0
+        return CheckpointSaveArgs(
+            checkpoint_id, blob, keep_arg, ttl_ms, fence_arg, guard, memory_ms, given
+        )
 
     @staticmethod
     def saved_earlier(
@@ -485,9 +665,22 @@ class CheckpointSpec:
         self._check(where, head.group(1), key, cid, meta, state_bytes)
         return meta, state_bytes, where, cid
 
-    def log_args(self, sealed_for: str | None) -> tuple[str, ...]:
-        """checkpoint_log's optional ARGV[8]: the snapshot a sealed delta names."""
-        return () if self.signing is None or sealed_for is None else (f"={sealed_for}",)
+    def log_args(
+        self,
+        delta_id: str,
+        blob: bytes,
+        ttl_ms: int,
+        follow: bool,
+        guard: str,
+        memory_ms: int,
+        snapshot: str,
+    ) -> CheckpointLogArgs:
+        """The arguments of checkpoint_log; with signing keys the delta is sealed for
+        ``snapshot``, which the script checks is the newest checkpoint."""
+        sealed_for = None if self.signing is None else snapshot
+        return CheckpointLogArgs(
+            delta_id, blob, self.max_deltas, ttl_ms, follow, guard, memory_ms, sealed_for
+        )
 
     def _delta_line(
         self, log_key: str, delta_id: str, snapshot: str, schema: int, body: bytes

@@ -20,6 +20,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Final
 
 from .checkpoints import Verification
@@ -32,7 +33,11 @@ from .signing import SigningKeys, digest_problem
 __all__ = [
     "Anchor",
     "Event",
+    "EventAppendArgs",
+    "EventAppendReply",
     "EventSpec",
+    "EventTrimArgs",
+    "EventTrimReply",
     "Recode",
     "Reducer",
     "canonical",
@@ -62,6 +67,108 @@ class Event:
 Reducer = Callable[[Any, Event], Any]
 # A rewrite's view of one stored payload: (schema, bytes) -> its replacement, or None.
 Recode = Callable[[int, bytes], "tuple[int, bytes] | None"]
+
+
+# -- script arguments and replies (see each script's header in redistate/lua) ---------
+
+
+@dataclass(frozen=True, slots=True)
+class EventAppendArgs:
+    """ARGV of event_append: an event after the chain end ``prev`` (its digest)."""
+
+    prev: str  # the digest the caller believes ends the chain ("" = empty)
+    seq: int  # this event's position: the end's + 1
+    type: str
+    schema: int
+    at_ms: int  # the appender's clock
+    payload: bytes  # encoded by the store's codec
+    digest: str  # this event's digest or seal
+    lease: str  # "" = unguarded
+    write_id: str
+    memory_ms: int
+
+    def argv(self) -> tuple[Any, ...]:
+        return (
+            self.prev, self.seq, self.type, self.schema, self.at_ms, self.payload, self.digest,
+            self.lease, self.write_id, self.memory_ms,
+        )  # fmt: skip
+
+    def fields(self) -> dict[bytes, bytes]:
+        """The stream entry's fields the script stores (an Event without a read)."""
+        return {
+            b"n": str(self.seq).encode(),
+            b"t": self.type.encode(),
+            b"s": str(self.schema).encode(),
+            b"at": str(self.at_ms).encode(),
+            b"p": self.payload,
+            b"prev": self.prev.encode(),
+            b"d": self.digest.encode(),
+        }
+
+
+class AppendStatus(Enum):
+    """What event_append did."""
+
+    APPENDED = 1
+    MOVED = 0  # the chain ends elsewhere: nothing written, try again from there
+    RESENT = 2  # a resend of an append already made
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class EventAppendReply:
+    """An event_append reply: the event's stream ``id`` (APPENDED; RESENT: "" if no
+    longer among the newest 64 events), or where the chain ends (MOVED: the ``end``
+    digest and its ``seq``, "" and 0 for an empty chain)."""
+
+    status: AppendStatus
+    id: str = ""
+    end: str = ""
+    seq: int = 0
+
+    @classmethod
+    def parse(cls, reply: Any) -> EventAppendReply:
+        status = AppendStatus(int(reply[0]))
+        if status is AppendStatus.MOVED:
+            return cls(status, end=_text(reply[1]), seq=int(reply[2]))
+        return cls(status, _text(reply[1]))
+
+    @property
+    def wrote(self) -> bool:
+        return self.status is not AppendStatus.MOVED
+
+
+@dataclass(frozen=True, slots=True)
+class EventTrimArgs:
+    """ARGV of event_trim: the last event to remove and the anchor left after it."""
+
+    last_id: str  # its stream id
+    digest: str  # its digest or seal
+    seq: bytes | int  # its position in the chain (as stored)
+    state: bytes  # the state folded up to and including it, encoded
+    state_seal: str  # over ``digest`` and ``state``
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.last_id, self.digest, self.seq, self.state, self.state_seal)
+
+
+@dataclass(frozen=True, slots=True)
+class EventTrimReply:
+    """An event_trim reply: how many events it removed (0: that event is no longer
+    there with that digest)."""
+
+    removed: int
+
+    @classmethod
+    def parse(cls, reply: Any) -> EventTrimReply:
+        return cls(int(reply))
+
+    @property
+    def wrote(self) -> bool:
+        return self.removed > 0
 
 
 def canonical(prev: str, seq: int, type: str, schema: int, at_ms: int, payload: bytes) -> bytes:
@@ -188,12 +295,13 @@ class EventSpec:
         lease: str,
         write_id: str,
         memory_ms: int,
-    ) -> tuple[tuple[Any, ...], str]:
-        """(ARGV of event_append, the digest) for an event after the chain end ``head``."""
+    ) -> EventAppendArgs:
+        """The arguments of event_append for an event after the chain end ``head``."""
         prev, seq = head[0], head[1] + 1
         digest = self.digest(key, prev, seq, type, self.schema, at_ms, data)
-        args = (prev, seq, type, self.schema, at_ms, data, digest, lease, write_id, memory_ms)
-        return args, digest
+        return EventAppendArgs(
+            prev, seq, type, self.schema, at_ms, data, digest, lease, write_id, memory_ms
+        )
 
     def anchor(self, key: str, fields: dict[bytes, bytes]) -> Anchor:
         """The anchor hash (HGETALL reply) of the stream at ``key``."""

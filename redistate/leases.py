@@ -12,12 +12,28 @@ value with the lease's in the write script itself; before sending one, and befor
 from __future__ import annotations
 
 import secrets
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
 
 from ._ttl import check_ttl
 from .errors import LockLost
 
-__all__ = ["holder_fence", "lease_value", "new_token", "valid_until", "wait_budget"]
+__all__ = [
+    "Guard",
+    "LockAbandonArgs",
+    "LockAbandonReply",
+    "LockAcquireArgs",
+    "LockAcquireReply",
+    "LockExtendArgs",
+    "LockExtendReply",
+    "LockReleaseArgs",
+    "LockReleaseReply",
+    "holder_fence",
+    "lease_value",
+    "new_token",
+    "valid_until",
+    "wait_budget",
+]
 
 MIN_BLOCK: Final = 0.001  # BLPOP's smallest useful timeout, seconds
 SHORT_WAIT: Final = 0.1  # below this, wait with a local timer (BLPOP wakes at 1/hz)
@@ -29,6 +45,127 @@ MAX_BLOCK: Final = 2.0
 # holds, as a fraction of the TTL, plus a fixed allowance for the reply's own trip.
 DRIFT: Final = 0.01
 DRIFT_FIXED: Final = 0.002
+
+
+# -- script arguments and replies (see each script's header in redistate/lua) ---------
+
+
+@dataclass(frozen=True, slots=True)
+class LockAcquireArgs:
+    """ARGV of lock_acquire."""
+
+    token: str  # 128 random bits, hex
+    ttl_ms: int
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.token, self.ttl_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class LockAcquireReply:
+    """A lock_acquire reply: ``acquired`` (or already held with this token) with its
+    ``fence`` and ``ttl_ms`` left; else held by another for ``remaining_ms`` (-1: the
+    lock key has no expiry)."""
+
+    acquired: bool
+    fence: int = 0
+    ttl_ms: int = 0
+    remaining_ms: int = 0
+
+    @classmethod
+    def parse(cls, reply: Any) -> LockAcquireReply:
+        if int(reply[0]) == 1:
+            return cls(True, int(reply[1]), int(reply[2]))
+        return cls(False, remaining_ms=int(reply[1]))
+
+    @property
+    def wrote(self) -> bool:
+        return self.acquired
+
+
+@dataclass(frozen=True, slots=True)
+class LockExtendArgs:
+    """ARGV of lock_extend."""
+
+    value: str  # the lease's "<token>,<fence>"
+    ttl_ms: int  # new ttl, from now
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.value, self.ttl_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class LockExtendReply:
+    """A lock_extend reply: False when the lease is not held any more."""
+
+    extended: bool
+
+    @classmethod
+    def parse(cls, reply: Any) -> LockExtendReply:
+        return cls(int(reply) == 1)
+
+    @property
+    def wrote(self) -> bool:
+        return self.extended
+
+
+@dataclass(frozen=True, slots=True)
+class LockReleaseArgs:
+    """ARGV of lock_release."""
+
+    value: str  # the lease's "<token>,<fence>"
+    memory_ms: int  # how long released values are remembered
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.value, self.memory_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class LockReleaseReply:
+    """A lock_release reply: released (now or by an earlier send), or not held."""
+
+    released: bool
+
+    @classmethod
+    def parse(cls, reply: Any) -> LockReleaseReply:
+        return cls(int(reply) == 1)
+
+    @property
+    def wrote(self) -> bool:
+        return self.released
+
+
+@dataclass(frozen=True, slots=True)
+class LockAbandonArgs:
+    """ARGV of lock_abandon."""
+
+    token: str  # the token of the abandoned acquire
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.token,)
+
+
+@dataclass(frozen=True, slots=True)
+class LockAbandonReply:
+    """A lock_abandon reply: whether this token held the lock (and released it)."""
+
+    released: bool
+
+    @classmethod
+    def parse(cls, reply: Any) -> LockAbandonReply:
+        return cls(int(reply) == 1)
+
+    @property
+    def wrote(self) -> bool:
+        return self.released
+
+
+class Guard(NamedTuple):
+    """What a guarded write's script needs of its lease: the lock key (KEYS) and the
+    lease's value (ARGV; "" when unguarded)."""
+
+    lock_key: str
+    value: str
 
 
 def valid_until(sent: float, ttl_ms: int) -> float:
@@ -91,8 +228,8 @@ def wait_budget(
     return max(budget, 0.0)
 
 
-def guard_args(lease: Any, entity_id: str, lock_key: str) -> tuple[str, str]:
-    """(lock key, lease value) for a guarded write's script; value "" when unguarded.
+def guard_args(lease: Any, entity_id: str, lock_key: str) -> Guard:
+    """The lock key and lease value of a guarded write's script ("" when unguarded).
 
     Raises:
         TypeError: ``lease`` is not a lease (from ``store.lock()``).
@@ -100,7 +237,7 @@ def guard_args(lease: Any, entity_id: str, lock_key: str) -> tuple[str, str]:
         LockLost: the lease is already known to be lost.
     """
     if lease is None:
-        return lock_key, ""
+        return Guard(lock_key, "")
     name = getattr(lease, "name", None)
     if not isinstance(name, str) or not hasattr(lease, "lost") or not hasattr(lease, "key"):
         raise TypeError(
@@ -115,4 +252,4 @@ def guard_args(lease: Any, entity_id: str, lock_key: str) -> tuple[str, str]:
     value = lease.value
     if value is None:
         raise LockLost(f"lease {name!r} is not held")
-    return lock_key, value
+    return Guard(lock_key, value)

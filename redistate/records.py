@@ -13,6 +13,7 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Final, NamedTuple
 
 from ._ttl import MAX_TTL_SECONDS, check_ttl
@@ -33,7 +34,17 @@ __all__ = [
     "Default",
     "Merged",
     "Record",
+    "RecordCompactArgs",
+    "RecordCompactReply",
+    "RecordDeleteArgs",
+    "RecordDeleteReply",
+    "RecordMergeArgs",
+    "RecordMergeReply",
+    "RecordPutArgs",
+    "RecordPutReply",
     "RecordSpec",
+    "RecordTouchArgs",
+    "RecordTouchReply",
     "check_ttl",
 ]
 
@@ -107,6 +118,223 @@ class Merged(NamedTuple):
 
     record: Record
     compact: Compaction | None
+
+
+# -- script arguments and replies (see each script's header in redistate/lua) ---------
+
+
+def _flag(value: bool) -> int:
+    return 1 if value else 0
+
+
+@dataclass(frozen=True, slots=True)
+class RecordPutArgs:
+    """ARGV of record_put. ``expected``: None = any version, 0 = only if absent."""
+
+    expected: int | None
+    ttl_ms: int
+    value: bytes  # the framed value, header fields zeroed
+    tail: bytes  # the header tail inside ``value``: "<schema>,<write_id>\n"
+    keep: bool  # keep the record's current TTL if it exists
+    lease: str  # "" = unguarded
+    memory_ms: int  # how long a write id is remembered once overwritten
+
+    def argv(self) -> tuple[Any, ...]:
+        expected = "" if self.expected is None else self.expected
+        keep = _flag(self.keep)
+        return (expected, self.ttl_ms, self.value, self.tail, keep, self.lease, self.memory_ms)
+
+
+class PutStatus(Enum):
+    """What record_put did."""
+
+    WRITTEN = "written"
+    CONFLICT = 0  # not written: the version was not the expected one
+    RESENT = 2  # a resend of the current value: nothing changed
+    REPLACED = 3  # a resend of a write applied earlier and replaced since: nothing changed
+
+
+@dataclass(frozen=True, slots=True)
+class RecordPutReply:
+    """A record_put reply. ``version``: the write's (the current one on a conflict, 0
+    if absent); ``expires_ms``: the stored expiry (a REPLACED write: the current
+    record's, 0 if none); ``updated_ms``: 0 unless WRITTEN or RESENT."""
+
+    status: PutStatus
+    version: int
+    expires_ms: int = 0
+    updated_ms: int = 0
+
+    @classmethod
+    def parse(cls, reply: Any) -> RecordPutReply:
+        if type(reply) is bytes:  # written: "<version>,<expires_ms>,<updated_ms>"
+            version, expires, updated = reply.split(b",")
+            return cls(PutStatus.WRITTEN, int(version), int(expires), int(updated))
+        status = PutStatus(int(reply[0]))
+        if status is PutStatus.CONFLICT:
+            return cls(status, int(reply[1]))
+        return cls(status, int(reply[1]), int(reply[2]), int(reply[3]))
+
+    @property
+    def conflict(self) -> bool:
+        return self.status is PutStatus.CONFLICT
+
+    @property
+    def wrote(self) -> bool:
+        return self.status is not PutStatus.CONFLICT
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMergeArgs:
+    """ARGV of record_merge."""
+
+    patch: bytes  # one frame, "<length>:<encoded patch>"
+    ttl_ms: int
+    keep: bool  # keep the record's TTL if it exists
+    tail: bytes  # this merge's header tail "<schema>,<write_id>\n"
+    lease: str
+    memory_ms: int
+    max_bytes: int  # the most payload bytes the record may hold
+
+    def argv(self) -> tuple[Any, ...]:
+        keep = _flag(self.keep)
+        return (
+            self.patch,
+            self.ttl_ms,
+            keep,
+            self.tail,
+            self.lease,
+            self.memory_ms,
+            self.max_bytes,
+        )
+
+
+class MergeStatus(Enum):
+    """What record_merge did."""
+
+    APPENDED = "appended"  # the reply is the stored value after the merge
+    RESENT = 3  # a merge applied earlier: nothing changed
+    REFUSED = 4  # not appended (too large, or another schema): merge by compare-and-set
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMergeReply:
+    """A record_merge reply. ``value``: the stored value after the merge (APPENDED), or
+    the current one (RESENT; None when the record is gone); ``version``: the resent
+    merge's; ``size``: the payload bytes the merge would have grown to (REFUSED; 0: the
+    record is at another schema)."""
+
+    status: MergeStatus
+    value: bytes | None = None
+    version: int = 0
+    size: int = 0
+
+    @classmethod
+    def parse(cls, reply: Any) -> RecordMergeReply:
+        if type(reply) is bytes:
+            return cls(MergeStatus.APPENDED, reply)
+        status = MergeStatus(int(reply[0]))
+        if status is MergeStatus.REFUSED:
+            return cls(status, size=int(reply[1]))
+        current = reply[2] if len(reply) > 2 else None  # fakeredis reports a nil
+        return cls(status, current, int(reply[1]))
+
+    @property
+    def wrote(self) -> bool:
+        return self.status is not MergeStatus.REFUSED
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDeleteArgs:
+    """ARGV of record_delete. ``expected``: None = any version."""
+
+    expected: int | None
+    lease: str
+    write_id: str  # the delete's own id, so that a resend reports the delete it made
+    memory_ms: int
+
+    def argv(self) -> tuple[Any, ...]:
+        expected = "" if self.expected is None else self.expected
+        return (expected, self.lease, self.write_id, self.memory_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDeleteReply:
+    """A record_delete reply. ``version``: the deleted one (0 for a resend of a delete
+    already made), or when not deleted the current one (0: absent)."""
+
+    deleted: bool
+    version: int
+
+    @classmethod
+    def parse(cls, reply: Any) -> RecordDeleteReply:
+        return cls(int(reply[0]) == 1, int(reply[1]))
+
+    @property
+    def wrote(self) -> bool:
+        return self.deleted
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTouchArgs:
+    """ARGV of record_touch."""
+
+    ttl_ms: int
+    with_value: bool  # also return the value (get with touch)
+    lease: str
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.ttl_ms, _flag(self.with_value), self.lease)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTouchReply:
+    """A record_touch reply: ``found`` False when there is no such record; ``value``
+    the one read before the touch (its header's expiry is the old one: take
+    ``expires_ms``), None unless asked for."""
+
+    found: bool
+    expires_ms: int = 0
+    value: bytes | None = None
+
+    @classmethod
+    def parse(cls, reply: Any) -> RecordTouchReply:
+        if reply is None:
+            return cls(False)
+        return cls(True, int(reply[0]), reply[1] or None)
+
+    @property
+    def wrote(self) -> bool:
+        return self.found
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCompactArgs:
+    """ARGV of record_compact."""
+
+    tail: bytes  # the header tail of the value that was read
+    length: int  # its length in bytes (header included)
+    payload: bytes  # the new payload
+    new_tail: bytes  # the new header tail (a fresh write id)
+    memory_ms: int
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.tail, self.length, self.payload, self.new_tail, self.memory_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCompactReply:
+    """A record_compact reply: False when the record changed since it was read."""
+
+    rewritten: bool
+
+    @classmethod
+    def parse(cls, reply: Any) -> RecordCompactReply:
+        return cls(int(reply) == 1)
+
+    @property
+    def wrote(self) -> bool:
+        return self.rewritten
 
 
 def check_version(version: object, *, allow_zero: bool = True) -> int:
@@ -313,18 +541,14 @@ class RecordSpec:
         lease: str = "",
         memory_ms: int = 0,
         key: str = "",
-    ) -> tuple[Any, ...]:
-        """ARGV of record_put: expected version, ttl, framed value, its header tail
-        (schema and write id), keep-TTL flag, guarding lease value ("" for none), how
-        long a write id is remembered once overwritten. ``key``: the record's, which a
-        seal is bound to (needed with signing keys)."""
+    ) -> RecordPutArgs:
+        """The arguments of record_put for an encoded value (see :meth:`encode`).
+        ``key``: the record's, which a seal is bound to (needed with signing keys)."""
         if self.signing is not None and not key:
             raise ValueError("put_args needs the record's key to seal it")
         write = tail(self.schema, write_id)
-        expected_arg = "" if expected is None else expected
-        keep_arg = 1 if keep else 0
         value = frame(write, self.sealed(key, self.schema, write_id, payload))
-        return (expected_arg, ttl_ms, value, write, keep_arg, lease, memory_ms)
+        return RecordPutArgs(expected, ttl_ms, value, write, keep, lease, memory_ms)
 
     def written(
         self,
@@ -332,26 +556,21 @@ class RecordSpec:
         key: str,
         data: Any,
         expected: int | None,
-        reply: Any,
+        reply: RecordPutReply,
         ttl_ms: int = 0,
         keep: bool = False,
     ) -> Record:
         """Turn a record_put reply into a Record (holding ``data`` as passed, not a
         re-decoded copy: that would cost a decode per write), or raise ConflictError.
         ``ttl_ms`` and ``keep`` are the write's, for the expiry of a late resend."""
-        if type(reply) is bytes:  # written: the header fields the script stored
-            fields = reply.split(b",")
-            return Record(entity_id, data, int(fields[0]), _expiry(int(fields[1])))
-        status, version = int(reply[0]), int(reply[1])
-        if status == 0:
+        version, expires_ms = reply.version, reply.expires_ms
+        if reply.status is PutStatus.CONFLICT:
             raise ConflictError(key, expected if expected is not None else -1, version)
-        expires_ms = int(reply[2])
-        if status == 3 and not keep:
+        if reply.status is PutStatus.REPLACED and not keep:
             # Applied earlier and replaced since: its expiry was its TTL from when it was
             # written, and its version is that time in µs (unless versions ran ahead).
             expires_ms = version // 1000 + ttl_ms if ttl_ms else 0
-        # 2: a resend of the current value; 3: of a write replaced since (a keep-TTL
-        # write reports the record's current expiry).
+        # A keep-TTL write replaced since reports the record's current expiry.
         return Record(entity_id, data, version, _expiry(expires_ms))
 
     def merge_args(
@@ -364,36 +583,35 @@ class RecordSpec:
         keep: bool,
         lease: str = "",
         memory_ms: int = 0,
-    ) -> tuple[Any, ...]:
-        """ARGV of record_merge for an encoded patch (see :meth:`encode`)."""
+    ) -> RecordMergeArgs:
+        """The arguments of record_merge for an encoded patch (see :meth:`encode`)."""
         write = tail(self.schema, write_id)
-        keep_arg = 1 if keep else 0
         patch = patch_frame(self.sealed(key, self.schema, write_id, payload))
-        return (patch, ttl_ms, keep_arg, write, lease, memory_ms, self.max_bytes)
+        return RecordMergeArgs(patch, ttl_ms, keep, write, lease, memory_ms, self.max_bytes)
 
-    def merged(self, entity_id: str, key: str, reply: Any) -> Merged | None:
+    def merged(self, entity_id: str, key: str, reply: RecordMergeReply) -> Merged | None:
         """A record_merge reply as the record after the merge; None when the patch did
         not fit in ``max_bytes`` as a frame (nothing written: merge by compare-and-set).
         A recognised resend reports the record as it is now (data None if it is gone)."""
-        if type(reply) is bytes:
-            env = unpack(key, reply)
+        if reply.status is MergeStatus.REFUSED:
+            return None
+        value = reply.value
+        if reply.status is MergeStatus.APPENDED and value is not None:
+            env = unpack(key, value)
             parts = frames(key, env.payload)
             stored = fold(parts, self._decoder(key, env.schema))
             data = self._upgraded(key, env, stored)
             record = Record(entity_id, data, env.version, _expiry(env.expires_ms))
             if not should_compact(len(parts) - 1):
                 return Merged(record, None)
-            compact = Compaction(tail(env.schema, env.write_id), len(reply), stored, env.schema)
+            compact = Compaction(tail(env.schema, env.write_id), len(value), stored, env.schema)
             return Merged(record, compact)
-        if int(reply[0]) == 4:
-            return None
-        current = reply[2] if len(reply) > 2 else None
-        if current is not None:
-            env = unpack(key, current)
+        if value is not None:
+            env = unpack(key, value)
             now = Record(entity_id, self._data(key, env), env.version, _expiry(env.expires_ms))
             return Merged(now, None)
         # Applied, then deleted (or expired): the state right after it is not known.
-        return Merged(Record(entity_id, None, int(reply[1]), None), None)
+        return Merged(Record(entity_id, None, reply.version, None), None)
 
     def compact_keys(self, key: str) -> tuple[str, str]:
         """KEYS of record_compact: the record and its recent writes."""
@@ -406,8 +624,10 @@ class RecordSpec:
         stored = self._stored(key, env)
         return Compaction(tail(env.schema, env.write_id), len(raw), stored, env.schema)
 
-    def compact_args(self, key: str, compact: Compaction, write_id: str, memory_ms: int = 0) -> Any:
-        """ARGV of record_compact, or None when the new payload is over ``max_bytes``
+    def compact_args(
+        self, key: str, compact: Compaction, write_id: str, memory_ms: int = 0
+    ) -> RecordCompactArgs | None:
+        """The arguments of record_compact, or None when the new payload is over ``max_bytes``
         (a merge then folds by compare-and-set next time, which reports it). The value
         keeps its schema: frames appended since are in that schema too."""
         try:
@@ -416,7 +636,7 @@ class RecordSpec:
             return None
         new_tail = tail(compact.schema, write_id)
         payload = self.sealed(key, compact.schema, write_id, payload)
-        return (compact.tail, compact.length, payload, new_tail, memory_ms)
+        return RecordCompactArgs(compact.tail, compact.length, payload, new_tail, memory_ms)
 
     def outdated(self, key: str, raw: bytes) -> bool:
         """Whether the stored value ``raw`` is at an older schema than this code writes.
@@ -462,19 +682,18 @@ class RecordSpec:
         env = unpack(key, raw)
         return Record(entity_id, self._data(key, env), env.version, _expiry(env.expires_ms))
 
-    def touched(self, entity_id: str, key: str, reply: Any) -> Record | None:
+    def touched(self, entity_id: str, key: str, reply: RecordTouchReply) -> Record | None:
         """A record_touch reply (with value) into a Record carrying the new expiry."""
-        if reply is None:
+        if not reply.found or reply.value is None:
             return None
-        env = unpack(key, reply[1])
-        return Record(entity_id, self._data(key, env), env.version, _expiry(int(reply[0])))
+        env = unpack(key, reply.value)
+        return Record(entity_id, self._data(key, env), env.version, _expiry(reply.expires_ms))
 
-    def deleted(self, key: str, expected: int | None, reply: Any) -> bool:
-        status, version = int(reply[0]), int(reply[1])
-        if status == 0:
+    def deleted(self, key: str, expected: int | None, reply: RecordDeleteReply) -> bool:
+        if not reply.deleted:
             if expected is None:
                 return False  # guarded delete of a record that is not there
-            raise ConflictError(key, expected, version)
+            raise ConflictError(key, expected, reply.version)
         return True
 
 

@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Final
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 __all__ = [
     "CLIENT_COMMANDS",
+    "Parsed",
+    "Reply",
     "Script",
     "acl_commands",
     "lua_commands",
     "names",
     "script",
-    "wrote",
 ]
 
 # Which library each script needs; one entry per script file.
@@ -71,13 +73,54 @@ _LIBRARIES: dict[str, tuple[str, ...]] = {
 }
 
 
+class Reply(Protocol):
+    """A script's reply made sense of (one parse per script, next to its arguments)."""
+
+    @property
+    def wrote(self) -> bool:
+        """Whether the script changed something: a replicated write waits for a replica
+        only then (a conflict, or a delete of nothing, leaves WAIT nothing to wait for).
+        Recognised resends count as writes: they note themselves again."""
+        ...
+
+
+P = TypeVar("P", bound=Reply)
+
+
 @dataclass(frozen=True, slots=True)
 class Script:
-    """A Lua script's source and SHA-1 (what EVALSHA takes)."""
+    """A Lua script's source and SHA-1 (what EVALSHA takes). Its replies are returned
+    as the server sent them and count as writes; see :meth:`replying`."""
 
     name: str
     source: str
     sha: str
+
+    def read(self, reply: Any) -> Any:
+        """The reply a call returns."""
+        return reply
+
+    def wrote(self, reply: Any) -> bool:
+        """Whether ``reply`` (as :meth:`read` returned it) means something was written."""
+        return True  # nobody parsed it: a replicated call waits
+
+    def replying(self, parse: Callable[[Any], P]) -> Parsed[P]:
+        """This script, its replies parsed by ``parse`` (a reply type's ``parse``)."""
+        return Parsed(self.name, self.source, self.sha, parse)
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed(Script, Generic[P]):
+    """A script whose replies a call returns parsed, and whose parsed reply says
+    whether it wrote (the connection decodes no status itself)."""
+
+    parse: Callable[[Any], P]
+
+    def read(self, reply: Any) -> P:
+        return self.parse(reply)
+
+    def wrote(self, reply: Any) -> bool:
+        return bool(reply.wrote)
 
 
 # Commands redistate sends itself, outside Lua (ACL names: lowercase, "cmd|sub"), and
@@ -188,31 +231,13 @@ def _acl_prelude(name: str) -> str:
 
 @cache
 def script(name: str) -> Script:
-    """The script called ``name``: its ACL check, its libraries, then its file."""
+    """The script called ``name``: its ACL check, its libraries, then its file. Its
+    replies come back as the server sent them (see :meth:`Script.replying`)."""
     if name not in _LIBRARIES:
         raise KeyError(f"no Lua script named {name!r}")
     libraries = "".join(_read(lib) for lib in _LIBRARIES[name])
     source = _acl_prelude(name) + libraries + _read(name)
     return Script(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
-
-
-def wrote(name: str, reply: Any) -> bool:
-    """Whether a script's reply says it changed something: a replicated write waits
-    for a replica only then (a conflict, or a delete of nothing, leaves WAIT nothing to
-    wait for). Recognised resends count as writes: they note themselves again."""
-    if name in ("record_put", "record_delete"):
-        return type(reply) is bytes or int(reply[0]) != 0
-    if name == "record_merge":
-        return type(reply) is bytes or int(reply[0]) == 3
-    if name == "checkpoint_delete":
-        return int(reply) != 0
-    if name == "step_record":
-        return int(reply[0]) != 0
-    if name == "lock_acquire":
-        return int(reply[0]) == 1
-    if name == "lock_extend":
-        return int(reply) == 1
-    return True
 
 
 def names() -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from .errors import IntegrityError, StateTooLarge, StepFailed, StepInterrupted
 from .keys import escape_id
 from .signing import SigningKeys, digest_problem
 
-__all__ = ["Step", "StepSpec", "check_step_name"]
+__all__ = ["Step", "StepRecordArgs", "StepRecordReply", "StepSpec", "check_step_name"]
 
 _HEAD_RE: Final = re.compile(
     rb"S1,([sdf]),([01]),(\d{1,19}),(\d{13}),(\d{13}),((?:[A-Za-z0-9_-]{1,32}:)?[0-9a-f]{64})\n"
@@ -46,6 +46,38 @@ def check_step_name(name: object) -> str:
 
 def _at(ms: int) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc) if ms else None
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecordArgs:
+    """ARGV of step_record."""
+
+    name: str  # the step's
+    record: bytes  # "S1,<status>,...\n<payload>"
+    lease: str  # "" = unguarded
+    ttl_ms: int  # when the task has neither a checkpoint list nor a delta log
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.name, self.record, self.lease, self.ttl_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecordReply:
+    """A step_record reply: ``recorded`` (a resend too), else ``existing``, the result
+    the step already has (final: nothing was written)."""
+
+    recorded: bool
+    existing: bytes | None = None
+
+    @classmethod
+    def parse(cls, reply: Any) -> StepRecordReply:
+        if int(reply[0]):
+            return cls(True)
+        return cls(False, bytes(reply[1]))
+
+    @property
+    def wrote(self) -> bool:
+        return self.recorded
 
 
 @dataclass(frozen=True, slots=True)

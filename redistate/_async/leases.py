@@ -24,6 +24,14 @@ from ..errors import LockLost, LockTimeout, RedistateError
 from ..keys import KeySpace
 from ..leases import (
     SHORT_WAIT,
+    LockAbandonArgs,
+    LockAbandonReply,
+    LockAcquireArgs,
+    LockAcquireReply,
+    LockExtendArgs,
+    LockExtendReply,
+    LockReleaseArgs,
+    LockReleaseReply,
     check_lease_ttl,
     check_wait,
     lease_value,
@@ -36,10 +44,10 @@ from ._client import AsyncConnection
 
 __all__ = ["AsyncLease"]
 
-_ACQUIRE = script("lock_acquire")
-_RELEASE = script("lock_release")
-_EXTEND = script("lock_extend")
-_ABANDON = script("lock_abandon")
+_ACQUIRE = script("lock_acquire").replying(LockAcquireReply.parse)
+_RELEASE = script("lock_release").replying(LockReleaseReply.parse)
+_EXTEND = script("lock_extend").replying(LockExtendReply.parse)
+_ABANDON = script("lock_abandon").replying(LockAbandonReply.parse)
 
 
 class AsyncLease:
@@ -139,20 +147,20 @@ class AsyncLease:
             sent = time.monotonic()  # the server runs this try no earlier
             self._budget = None if deadline is None else max(deadline - sent, 0.0)
             try:
-                reply = await async_finish(self._try_acquire, self._undo_acquire)
+                reply: LockAcquireReply = await async_finish(self._try_acquire, self._undo_acquire)
             except RedistateError:
                 # The reply was lost: the script may have taken the lock for a caller
                 # who will never know. Give it back, best effort.
                 await self._abandon()
                 raise
-            if int(reply[0]) == 1:
-                self.fence = int(reply[1])
-                self._valid_until = valid_until(sent, max(int(reply[2]), 0))
+            if reply.acquired:
+                self.fence = reply.fence
+                self._valid_until = valid_until(sent, max(reply.ttl_ms, 0))
                 self._renewed = sent
                 if self.renew:
                     self._renewer = async_spawn(self._renew_loop, f"renew {self.key}")
                 return self
-            budget = wait_budget(deadline, time.monotonic(), int(reply[1]), self._conn.timeout)
+            budget = wait_budget(deadline, time.monotonic(), reply.remaining_ms, self._conn.timeout)
             if deadline is not None and budget <= 0:
                 raise LockTimeout(
                     f"lease {self.name!r} still held by another owner after {self.wait:g} s"
@@ -164,18 +172,19 @@ class AsyncLease:
             else:
                 await self._conn.blpop(self._wake, budget, self._budget)
 
-    async def _try_acquire(self) -> Any:
-        args = (self.token, self.ttl_ms)
+    async def _try_acquire(self) -> LockAcquireReply:
+        args = LockAcquireArgs(self.token, self.ttl_ms).argv()
         replicas = self._conn.replicas(None)
         return await self._conn.script(_ACQUIRE, self._keys, args, self._budget, replicas)
 
-    async def _undo_acquire(self, reply: Any) -> None:
-        if int(reply[0]) == 1:  # acquired for a caller that was cancelled meanwhile
+    async def _undo_acquire(self, reply: LockAcquireReply) -> None:
+        if reply.acquired:  # acquired for a caller that was cancelled meanwhile
             await self._abandon()
 
     async def _abandon(self) -> None:
         try:
-            await self._conn.script(_ABANDON, (self.key, self._wake), (self.token,))
+            args = LockAbandonArgs(self.token).argv()
+            await self._conn.script(_ABANDON, (self.key, self._wake), args)
         except RedistateError:
             pass  # unreachable: the lock expires with its TTL
 
@@ -199,11 +208,11 @@ class AsyncLease:
         # Retries stop at a third of the lease: a renewal that cannot get through by
         # then reports the lease lost while it still has time left, not after expiry.
         budget = self.ttl_ms / 3000
-        keys, args = (self.key, self._fence_key), (self.value, ttl_ms)
+        keys, args = (self.key, self._fence_key), LockExtendArgs(self.value, ttl_ms).argv()
         sent = time.monotonic()
         replicas = self._conn.replicas(None)
         reply = await self._conn.script(_EXTEND, keys, args, budget, replicas)
-        if int(reply) != 1:
+        if not reply.extended:
             return False
         if not self.lost.is_set():
             self._valid_until, self._renewed = valid_until(sent, ttl_ms), sent
@@ -225,11 +234,10 @@ class AsyncLease:
         self._valid_until = None
         if value is None:
             raise LockLost(f"lease {self.name!r} is not held")
-        released = await self._conn.script(
-            _RELEASE, (self.key, self._wake, self._writes), (value, self._conn.memory_ms)
-        )
+        args = LockReleaseArgs(value, self._conn.memory_ms).argv()
+        released = await self._conn.script(_RELEASE, (self.key, self._wake, self._writes), args)
         self.fence = None
-        if int(released) != 1:
+        if not released.released:
             await self._mark_lost()
             raise LockLost(f"lease {self.name!r} had expired or been taken over before release")
 

@@ -7,7 +7,7 @@ import functools
 import inspect
 import time
 from collections.abc import Iterator, Callable, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast, overload
 
 from redis import exceptions as rex
 from redis import Redis
@@ -28,7 +28,7 @@ from ..durability import DEFAULT as DEFAULT_DURABILITY
 from ..durability import Durability, check_durability, check_replica_timeout
 from ..errors import LockLost, NotReplicated
 from ..retry import RetryPolicy, is_transient
-from ..scripts import Script, script, wrote
+from ..scripts import Parsed, Reply, Script, script
 from ..server import (
     CONFIG_FIELDS,
     INFO_SECTIONS,
@@ -58,6 +58,7 @@ def _node_options(cluster: Any) -> dict[str, Any]:
 
 
 _READ_LISTS = script("read_lists")
+R = TypeVar("R", bound=Reply)
 # Loads of a script per call after NOSCRIPT, at most. A SCRIPT FLUSH (or a restart)
 # can land between a load and the resend: each costs one more load; this many in a row
 # means something flushes faster than we load (an error then, not a loop).
@@ -296,6 +297,28 @@ class Connection:
                 raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
             raise translate(exc, self.address, command) from exc
 
+    @overload
+    def script(
+        self,
+        script: Parsed[R],
+        keys: Sequence[str],
+        args: Sequence[Any],
+        budget: float | None = None,
+        replicas: int = 0,
+        lease: Any = None,
+    ) -> R: ...
+
+    @overload
+    def script(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        budget: float | None = None,
+        replicas: int = 0,
+        lease: Any = None,
+    ) -> Any: ...
+
     def script(
         self,
         script: Script,
@@ -311,7 +334,9 @@ class Connection:
         (seconds) shortens the retry deadline for this call. With ``replicas``, WAIT for
         that many replicas (at most the store's replica_timeout) in the same round trip.
         ``lease``: the lease guarding the write. Nothing is sent past its local
-        deadline, and a LockLost reply marks it lost at once.
+        deadline, and a LockLost reply marks it lost at once. Returns the reply as
+        ``script.read`` makes it (parsed, for a script made with ``replying``); only one
+        that ``script.wrote`` is waited for.
 
         Raises:
             NotReplicated: fewer replicas confirmed the write in time.
@@ -362,13 +387,14 @@ class Connection:
             raise reply
         if isinstance(acked, Exception):
             raise acked
-        if int(acked) < replicas and wrote(script.name, reply):
+        parsed = script.read(reply)
+        if int(acked) < replicas and script.wrote(parsed):
             raise NotReplicated(
                 f"{keys[0]!r} was written on the primary at {self.address} but "
                 f"{int(acked)} of {replicas} replica(s) confirmed it within {wait_ms} ms: "
                 f"the write may still exist, and a failover may lose it"
             )
-        return reply
+        return parsed
 
     def _relearn(self, key: str) -> None:
         """After a replicated write met a dead node or a redirection: forget the plain
@@ -406,9 +432,10 @@ class Connection:
         # execute_command directly: the same wire call as evalsha(), fewer Python frames.
         execute: Any = self.client.execute_command
         try:
-            return execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            reply = execute("EVALSHA", script.sha, len(keys), *keys, *args)
         except rex.NoScriptError:
-            return self._reloaded(script, keys, args)
+            reply = self._reloaded(script, keys, args)
+        return script.read(reply)
 
     def _reloaded(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """EVALSHA after NOSCRIPT: load the script and send it again, and again if it

@@ -8,8 +8,16 @@ from typing import Any
 
 from ..checkpoints import (
     Checkpoint,
+    CheckpointDeleteArgs,
+    CheckpointDeleteReply,
+    CheckpointFindArgs,
+    CheckpointFindReply,
+    CheckpointLogReply,
+    CheckpointSaveReply,
     CheckpointSpec,
+    LogStatus,
     Restored,
+    SaveStatus,
     Verification,
     check_id,
     handoff,
@@ -21,17 +29,17 @@ from ..errors import ConflictError
 from ..kinds import TASK_KEY
 from ..records import DEFAULT, TTL, Default
 from ..scripts import script
-from ..steps import Step, StepSpec
+from ..steps import Step, StepRecordArgs, StepRecordReply, StepSpec
 from ._client import Connection
 from .records import register
 
 __all__ = ["Checkpoints"]
 
-_SAVE = script("checkpoint_save")
-_LOG = script("checkpoint_log")
-_FIND = script("checkpoint_find")
-_DELETE = script("checkpoint_delete")
-_STEP = script("step_record")
+_SAVE = script("checkpoint_save").replying(CheckpointSaveReply.parse)
+_LOG = script("checkpoint_log").replying(CheckpointLogReply.parse)
+_FIND = script("checkpoint_find").replying(CheckpointFindReply.parse)
+_DELETE = script("checkpoint_delete").replying(CheckpointDeleteReply.parse)
+_STEP = script("step_record").replying(StepRecordReply.parse)
 _SEAL_ATTEMPTS = 16  # a sealed delta resent for a newer checkpoint, at most this often
 
 
@@ -81,11 +89,11 @@ class Checkpoints:
         WAITed for like a save under ``durability="replicated"``. Returns the result
         already recorded for the step (a result is final), or None when written."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
-        args = (name, record, guard, self.spec.ttl_ms)
+        args = StepRecordArgs(name, record, guard, self.spec.ttl_ms).argv()
         step_keys = (keys[5], keys[0], keys[3], keys[2])
         replicas = self._conn.replicas(None)
         reply = self._conn.script(_STEP, step_keys, args, replicas=replicas, lease=lease)
-        return None if int(reply[0]) else bytes(reply[1])
+        return reply.existing
 
     def save(
         self,
@@ -135,15 +143,17 @@ class Checkpoints:
         replicas = self._conn.replicas(durability)
         if user is not None:
             register(self._conn, self.spec.keys, user, entry(TASK_KEY, task_id))
-        reply = self._conn.script(_SAVE, keys, args, replicas=replicas, lease=lease)
+        reply = self._conn.script(_SAVE, keys, args.argv(), replicas=replicas, lease=lease)
         self._snapshot(task_id, cid)
-        if reply[0] == 1:
-            return self.spec.saved(task_id, reply[1], state, phase, progress, stored_meta, digest)
-        if reply[0] == 2:  # resent, and no longer in the history
+        if reply.status is SaveStatus.SAVED:
+            return self.spec.saved(
+                task_id, reply.entry, state, phase, progress, stored_meta, digest
+            )
+        if reply.status is SaveStatus.GONE:  # resent, and no longer in the history
             return self.spec.saved_earlier(
                 task_id, cid, fence, state, phase, progress, stored_meta, digest
             )
-        return self.spec.checkpoint(task_id, keys[0], reply[1], reply[2])  # resent: the stored one
+        return self.spec.checkpoint(task_id, keys[0], reply.entry, reply.blob)  # the stored one
 
     def log(
         self,
@@ -177,21 +187,13 @@ class Checkpoints:
         snapshot = self._snapshots.get(task_id, "")
         for _ in range(_SEAL_ATTEMPTS):
             blob = self.spec.delta_blob(keys[2], did, delta, snapshot)
-            args = (
-                did,
-                blob,
-                self.spec.max_deltas,
-                ttl_ms,
-                1 if follow else 0,
-                guard,
-                self._conn.memory_ms,
-                *self.spec.log_args(snapshot),
-            )
-            reply = self._conn.script(_LOG, keys, args, replicas=replicas, lease=lease)
-            if int(reply[0]) != 2:
+            memory_ms = self._conn.memory_ms
+            args = self.spec.log_args(did, blob, ttl_ms, follow, guard, memory_ms, snapshot)
+            reply = self._conn.script(_LOG, keys, args.argv(), replicas=replicas, lease=lease)
+            if reply.status is not LogStatus.RESEAL:
                 self._snapshot(task_id, snapshot)
-                return int(reply[1])
-            snapshot = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+                return reply.length
+            snapshot = reply.snapshot
         raise ConflictError(keys[2], -1, -1)
 
     def latest(self, task_id: str) -> Checkpoint | None:
@@ -261,8 +263,9 @@ class Checkpoints:
             IntegrityError: it is damaged.
         """
         keys = self.spec.task_keys(task_id)
-        reply = self._conn.script(_FIND, keys[:2], (check_id(checkpoint_id),))
-        found = self.spec.history(task_id, keys[0], reply)
+        args = CheckpointFindArgs(check_id(checkpoint_id)).argv()
+        reply = self._conn.script(_FIND, keys[:2], args)
+        found = self.spec.history(task_id, keys[0], (reply.entries, reply.blobs))
         return found[0] if found else None
 
     def restore(self, task_id: str) -> Restored | None:
@@ -296,7 +299,7 @@ class Checkpoints:
         first send did). With ``lease=`` the delete is guarded (LockLost, and nothing
         deleted, unless the lease still holds)."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
-        args = (guard, new_checkpoint_id(), self._conn.memory_ms)
+        args = CheckpointDeleteArgs(guard, new_checkpoint_id(), self._conn.memory_ms).argv()
         replicas = self._conn.replicas(durability)
         reply = self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
-        return int(reply) > 0
+        return reply.deleted

@@ -14,8 +14,12 @@ from ..erasure import entry
 from ..errors import ConflictError, IntegrityError
 from ..events import (
     Anchor,
+    AppendStatus,
     Event,
+    EventAppendReply,
     EventSpec,
+    EventTrimArgs,
+    EventTrimReply,
     Recode,
     Reducer,
     check_type,
@@ -31,8 +35,8 @@ from .records import register
 
 __all__ = ["Events"]
 
-_APPEND = script("event_append")
-_TRIM = script("event_trim")
+_APPEND = script("event_append").replying(EventAppendReply.parse)
+_TRIM = script("event_trim").replying(EventTrimReply.parse)
 _REWRITE = script("event_rewrite")
 _PAGE = 1000  # stream entries per read
 _HEADS = 4096  # chain ends remembered per store (cleared when full)
@@ -80,20 +84,17 @@ class Events:
             register(self._conn, self.keys, user, entry(EVENTS_KEY, entity))
         head = self._heads.get(entity, ("", 0))
         for attempt in range(self.attempts):
-            args, digest = self.spec.append_args(
+            args = self.spec.append_args(
                 key, head, type, at_ms, data, guard, write_id, self._conn.memory_ms
             )
-            reply = self._conn.script(_APPEND, keys, args, lease=lease)
-            status = int(reply[0])
-            if status != 0:
-                seq = head[1] + 1
-                self._remember(entity, (digest, seq))
-                eid = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+            reply = self._conn.script(_APPEND, keys, args.argv(), lease=lease)
+            if reply.status is not AppendStatus.MOVED:
+                self._remember(entity, (args.digest, args.seq))
+                eid = reply.id
                 if not eid:  # a resend whose event is no longer among the newest: find it
-                    eid = self._find(key, digest)
-                return self.spec.event(key, eid, _fields(args), check=False)
-            end = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
-            head = (end, int(reply[2]))
+                    eid = self._find(key, args.digest)
+                return self.spec.event(key, eid, args.fields(), check=False)
+            head = (reply.end, reply.seq)
             if attempt >= 1:  # a second miss: others are appending too; spread out
                 sync_sleep(backoff_delay(attempt - 1))
         raise ConflictError(key, head[1], -1)
@@ -211,8 +212,9 @@ class Events:
         last_id, last = entries[cut - 1]
         data = self.spec.encode(key, state)
         digest = last[b"d"].decode()
-        args = (_text(last_id), digest, last[b"n"], data, self.spec.state_seal(key, digest, data))
-        return int(self._conn.script(_TRIM, (key, anchor_key), args))
+        seal = self.spec.state_seal(key, digest, data)
+        args = EventTrimArgs(_text(last_id), digest, last[b"n"], data, seal).argv()
+        return (self._conn.script(_TRIM, (key, anchor_key), args)).removed
 
     def rewrite(
         self, entity: str, payload: Recode, anchor: Callable[[bytes], bytes | None] | None = None
@@ -264,17 +266,3 @@ def _id_key(stream_id: str) -> tuple[int, int]:
     XRANGE's end does."""
     ms, _, seq = stream_id.partition("-")
     return int(ms), int(seq) if seq else 2**64
-
-
-def _fields(args: tuple[Any, ...]) -> dict[bytes, bytes]:
-    """The fields event_append stored for ``args`` (to build the Event without a read)."""
-    prev, seq, kind, schema, at_ms, data, digest = args[:7]
-    return {
-        b"n": str(seq).encode(),
-        b"t": kind.encode(),
-        b"s": str(schema).encode(),
-        b"at": str(at_ms).encode(),
-        b"p": data,
-        b"prev": prev.encode(),
-        b"d": digest.encode(),
-    }

@@ -20,7 +20,14 @@ from ..records import (
     TTL,
     Compaction,
     Record,
+    RecordCompactReply,
+    RecordDeleteArgs,
+    RecordDeleteReply,
+    RecordMergeReply,
+    RecordPutReply,
     RecordSpec,
+    RecordTouchArgs,
+    RecordTouchReply,
     check_attempts,
     check_version,
     new_write_id,
@@ -40,11 +47,11 @@ _ERASE_ROUNDS = 100
 # caller waiting through an outage.
 _COMPACT_BUDGET = 0.5
 
-_PUT = script("record_put")
-_TOUCH = script("record_touch")
-_DELETE = script("record_delete")
-_MERGE = script("record_merge")
-_COMPACT = script("record_compact")
+_PUT = script("record_put").replying(RecordPutReply.parse)
+_TOUCH = script("record_touch").replying(RecordTouchReply.parse)
+_DELETE = script("record_delete").replying(RecordDeleteReply.parse)
+_MERGE = script("record_merge").replying(RecordMergeReply.parse)
+_COMPACT = script("record_compact").replying(RecordCompactReply.parse)
 
 
 class Collection:
@@ -81,8 +88,8 @@ class Collection:
         if not touch:
             return self.spec.record(id, key, self._conn.get(key))
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        args = (self.spec.touch_ttl(ttl), 1, guard)
-        reply = self._conn.script(_TOUCH, keys, args, lease=lease)
+        args = RecordTouchArgs(self.spec.touch_ttl(ttl), True, guard)
+        reply = self._conn.script(_TOUCH, keys, args.argv(), lease=lease)
         return self.spec.touched(id, key, reply)
 
     def get_many(self, ids: Iterable[str]) -> dict[str, Record | None]:
@@ -165,7 +172,7 @@ class Collection:
             memory_ms=self._conn.memory_ms,
             key=key,
         )
-        reply = self._conn.script(_PUT, keys, args, replicas=replicas, lease=lease)
+        reply = self._conn.script(_PUT, keys, args.argv(), replicas=replicas, lease=lease)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
     def update(
@@ -247,7 +254,7 @@ class Collection:
             lease=guard,
             memory_ms=self._conn.memory_ms,
         )
-        reply = self._conn.script(_MERGE, keys, args, replicas=replicas, lease=lease)
+        reply = self._conn.script(_MERGE, keys, args.argv(), replicas=replicas, lease=lease)
         merged = self.spec.merged(id, key, reply)
         if merged is None:
             normalized = self.spec.codec.decode(payload, key.encode("utf-8"))
@@ -271,7 +278,7 @@ class Collection:
             return
         keys = self.spec.compact_keys(key)
         try:
-            self._conn.script(_COMPACT, keys, args, budget=_COMPACT_BUDGET)
+            self._conn.script(_COMPACT, keys, args.argv(), budget=_COMPACT_BUDGET)
         except RedistateError:
             # Unreachable, full (maxmemory) or anything else: raising here would tell the
             # caller that an applied merge failed, and a retry would apply it twice.
@@ -304,9 +311,9 @@ class Collection:
         False if there is no such record."""
         key = self.spec.key(id)
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        args = (self.spec.touch_ttl(ttl), 0, guard)
-        reply = self._conn.script(_TOUCH, keys, args, lease=lease)
-        return reply is not None
+        args = RecordTouchArgs(self.spec.touch_ttl(ttl), False, guard)
+        reply = self._conn.script(_TOUCH, keys, args.argv(), lease=lease)
+        return reply.found
 
     def delete(
         self,
@@ -325,9 +332,9 @@ class Collection:
         key = self.spec.key(id)
         expected = None if if_version is None else check_version(if_version, allow_zero=False)
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        args = ("" if expected is None else expected, guard, new_write_id(), self._conn.memory_ms)
+        args = RecordDeleteArgs(expected, guard, new_write_id(), self._conn.memory_ms)
         replicas = self._conn.replicas(durability)
-        reply = self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
+        reply = self._conn.script(_DELETE, keys, args.argv(), replicas=replicas, lease=lease)
         return self.spec.deleted(key, expected, reply)
 
     def ttl(self, id: str) -> float | None:

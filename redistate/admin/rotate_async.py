@@ -35,7 +35,7 @@ from ..codec import Codec
 from ..encryption import EncryptedCodec, key_id
 from ..errors import ConflictError, IntegrityError, InvalidId, RedistateError
 from ..kinds import Kind, Op
-from ..records import new_write_id
+from ..records import RecordCompactReply, new_write_id
 from ..scripts import script
 from .reports import RotateReport
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HANDLERS", "recoded_items", "rotate"]
 
-_COMPACT = script("record_compact")
+_COMPACT = script("record_compact").replying(RecordCompactReply.parse)
 _RECODE = script("checkpoint_recode")
 _STEPS = script("step_recode")
 _AGENTS = script("agents_recode")
@@ -124,8 +124,8 @@ async def _rotate_record(
     args = spec.compact_args(key, spec.compaction(key, raw), new_write_id(), conn.memory_ms)
     if args is None:
         raise RedistateError(f"{key!r} re-encrypted would pass its max_bytes: not rotated")
-    done = await conn.script(_COMPACT, spec.compact_keys(key), args)
-    if int(done):
+    done = await conn.script(_COMPACT, spec.compact_keys(key), args.argv())
+    if done.rewritten:
         report.records += 1
     else:
         report.changed += 1

@@ -125,13 +125,13 @@ async def test_a_resent_write_is_recognised_not_applied_twice(
     coll = store.sessions
     key = coll.spec.key("s")
     payload = coll.spec.encode(key, {"n": 1})
-    args = coll.spec.put_args(None, 60_000, "write-1", payload)
+    args = coll.spec.put_args(None, 60_000, "write-1", payload).argv()
     first = await coll._conn.script(script("record_put"), (key,), args)
     again = await coll._conn.script(script("record_put"), (key,), args)
     version = int(first.split(b",")[0])  # written: the stored header fields
     assert int(again[0]) == 2
     assert int(again[1]) == version  # same version: nothing was written again
-    cas = coll.spec.put_args(version - 1, 60_000, "write-1", payload)
+    cas = coll.spec.put_args(version - 1, 60_000, "write-1", payload).argv()
     resent_cas = await coll._conn.script(script("record_put"), (key,), cas)
     assert int(resent_cas[0]) == 2  # not reported as a conflict
     raw = backend.raw()

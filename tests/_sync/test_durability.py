@@ -105,7 +105,7 @@ def test_a_recognised_resend_writes_so_that_wait_covers_the_original(
     spec = store.sessions.spec
     key = spec.key("s")
     keys, _ = spec.guarded_keys("s", key, None)
-    args = spec.put_args(None, 60_000, "w1", b"{}", memory_ms=store._conn.memory_ms)
+    args = spec.put_args(None, 60_000, "w1", b"{}", memory_ms=store._conn.memory_ms).argv()
     store._conn.script(script("record_put"), keys, args)
     raw = backend.raw()
     assert raw.zscore(store.keys.writes(key), "w1") is None  # nothing to remember yet

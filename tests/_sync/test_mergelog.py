@@ -21,7 +21,7 @@ from redistate._io import sync_join, sync_spawn
 from redistate.envelope import tail, unpack
 from redistate.mergelog import frame, frames, should_compact
 from redistate.mergepatch import merge_patch
-from redistate.records import Record
+from redistate.records import Record, RecordMergeReply
 from redistate.scripts import script
 from tests.conftest import Backend
 from tests.roundtrips import server_reads
@@ -282,7 +282,7 @@ def test_a_resent_merge_is_applied_once(store: Store, backend: Backend) -> None:
         args = coll.spec.merge_args(
             key, payload, 0, write_id, keep=True, memory_ms=coll._conn.memory_ms
         )
-        return args, payload
+        return args.argv(), payload
 
     coll.put("u", {"x": 0, "y": 0})
     # The merge that turns the plain record into patches.
@@ -300,7 +300,7 @@ def test_a_resent_merge_is_applied_once(store: Store, backend: Backend) -> None:
     assert raw.get(key) == now
     got = coll.get("u")
     assert got is not None and got.data == {"x": 2, "y": 0} and got.version == b.version
-    merged = coll.spec.merged("u", key, late)
+    merged = coll.spec.merged("u", key, RecordMergeReply.parse(late))
     assert merged is not None and merged.record == got and merged.compact is None
     # A merge that appends to the patches.
     c, _ = merge_args({"y": 5}, "merge-c")
@@ -330,7 +330,7 @@ def test_a_resent_merge_after_a_delete_creates_nothing(
     key = coll.spec.key("gone")
     keys, _ = coll.spec.guarded_keys("gone", key, None)
     payload = coll.spec.encode(key, {"z": 1})
-    args = coll.spec.merge_args(key, payload, 0, "merge-d", keep=True, memory_ms=36_000)
+    args = coll.spec.merge_args(key, payload, 0, "merge-d", keep=True, memory_ms=36_000).argv()
     first = coll._conn.script(_MERGE, keys, args)
     env = unpack(key, first)
     assert env.log and frames(key, env.payload) == [b"", payload]  # created: an empty base
@@ -339,7 +339,7 @@ def test_a_resent_merge_after_a_delete_creates_nothing(
     assert [int(late[0]), int(late[1])] == [3, env.version]
     assert late[2:] in ([], [None])  # no current value (fakeredis reports a nil)
     assert backend.raw().exists(key) == 0
-    merged = coll.spec.merged("gone", key, late)
+    merged = coll.spec.merged("gone", key, RecordMergeReply.parse(late))
     assert merged is not None  # applied, then deleted: the state after it is not known
     assert merged.record == Record("gone", None, env.version, None)
 
@@ -352,7 +352,8 @@ def test_a_resent_put_is_still_known_after_a_merge_patched_its_record(
     key = coll.spec.key("u")
     keys, _ = coll.spec.guarded_keys("u", key, None)
     memory = coll._conn.memory_ms
-    put = coll.spec.put_args(None, 0, "put-1", coll.spec.encode(key, {"p": 1}), memory_ms=memory)
+    payload = coll.spec.encode(key, {"p": 1})
+    put = coll.spec.put_args(None, 0, "put-1", payload, memory_ms=memory).argv()
     written = coll._conn.script(script("record_put"), keys, put)
     version = int(written.split(b",")[0])
     coll.merge("u", {"m": 1})
@@ -388,7 +389,7 @@ def test_record_merge_refuses_malformed_arguments(
     keys, _ = coll.spec.guarded_keys("u", key, None)
     coll.put("u", {"a": 1})
     before = stored(backend, key)
-    args = list(coll.spec.merge_args(key, b"{}", 0, "w1", keep=True))
+    args = list(coll.spec.merge_args(key, b"{}", 0, "w1", keep=True).argv())
     for at, value in change.items():
         args[at] = value
     with pytest.raises(RedistateError, match="RSARG"):

@@ -150,7 +150,9 @@ def test_a_put_resent_after_its_record_was_re_encoded_is_not_applied_again(
         raw = other._conn.get(key)
         assert raw is not None
         args = spec.compact_args(key, spec.compaction(key, raw), "reencode1", other._conn.memory_ms)
-        assert other._conn.script(script("record_compact"), spec.compact_keys(key), args)
+        assert args is not None
+        compact_keys = spec.compact_keys(key)
+        assert other._conn.script(script("record_compact"), compact_keys, args.argv())
         other.sessions.put("s", {"by": "later"})
 
     LostReplies(store.client, "EVALSHA", re_encode).arm()
@@ -429,7 +431,7 @@ def test_the_write_memory_is_trimmed_to_its_window(
     memory, raw = store.keys.writes(key), backend.raw()
     started, sizes = time.monotonic(), []
     for i in range(1000):
-        args = spec.put_args(None, 60_000, f"w{i}", b"{}", memory_ms=5)
+        args = spec.put_args(None, 60_000, f"w{i}", b"{}", memory_ms=5).argv()
         store._conn.script(script("record_put"), keys, args)
         sizes.append(raw.zcard(memory))
     assert time.monotonic() - started > 0.05  # the writes spanned ten windows at least

@@ -19,6 +19,9 @@ from redistate.records import (
     MAX_TTL_SECONDS,
     Default,
     Record,
+    RecordDeleteReply,
+    RecordPutArgs,
+    RecordPutReply,
     RecordSpec,
     check_attempts,
     check_max_bytes,
@@ -242,40 +245,27 @@ def test_state_too_large_counts_encoded_bytes_not_characters() -> None:
 def test_put_args() -> None:
     spec = _spec()
     zeroed = b"R1,0000000000000000,0000000000000,0000000000000,"
-    assert spec.put_args(None, 0, "wid", b"{}") == (
-        "",
-        0,
-        zeroed + b"1,wid\n{}",
-        b"1,wid\n",
-        0,
-        "",
-        0,
-    )
-    assert spec.put_args(0, 5000, "wid", b"[]", keep=True, memory_ms=26000) == (
-        0,
-        5000,
-        zeroed + b"1,wid\n[]",
-        b"1,wid\n",
-        1,
-        "",
-        26000,
-    )
+    args = spec.put_args(None, 0, "wid", b"{}")
+    assert args == RecordPutArgs(None, 0, zeroed + b"1,wid\n{}", b"1,wid\n", False, "", 0)
+    assert args.argv() == ("", 0, zeroed + b"1,wid\n{}", b"1,wid\n", 0, "", 0)
+    args = spec.put_args(0, 5000, "wid", b"[]", keep=True, memory_ms=26000)
+    assert args.argv() == (0, 5000, zeroed + b"1,wid\n[]", b"1,wid\n", 1, "", 26000)
 
 
 def test_written_reply() -> None:
     spec = _spec()
     fields = b"0000000000000042,1700000000000,1699999999000"
-    rec = spec.written("a", "ns:notes:{a}", {"x": 1}, None, fields)
+    rec = spec.written("a", "ns:notes:{a}", {"x": 1}, None, RecordPutReply.parse(fields))
     assert rec == Record(
         "a", {"x": 1}, 42, dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc)
     )
-    resent = spec.written("a", "k", {"x": 1}, 3, [2, 43, 0, 7])  # a resend: the original
+    resent = spec.written("a", "k", {"x": 1}, 3, RecordPutReply.parse([2, 43, 0, 7]))  # resent
     assert resent.version == 43 and resent.expires_at is None
 
 
 def test_written_conflict() -> None:
     with pytest.raises(ConflictError) as info:
-        _spec().written("a", "ns:notes:{a}", b"1", 5, [0, 9, 0])
+        _spec().written("a", "ns:notes:{a}", b"1", 5, RecordPutReply.parse([0, 9, 0, 0]))
     assert (info.value.key, info.value.expected, info.value.actual) == ("ns:notes:{a}", 5, 9)
 
 
@@ -288,9 +278,9 @@ def test_record_from_stored_value() -> None:
 
 def test_deleted_reply() -> None:
     spec = _spec()
-    assert spec.deleted("k", 3, [1, 3]) is True
+    assert spec.deleted("k", 3, RecordDeleteReply.parse([1, 3])) is True
     with pytest.raises(ConflictError):
-        spec.deleted("k", 3, [0, 4])
+        spec.deleted("k", 3, RecordDeleteReply.parse([0, 4]))
 
 
 def test_new_write_ids_are_unique_and_match_the_lua_pattern() -> None:

@@ -1,0 +1,401 @@
+"""Each script's argument value and reply parser against its Lua header: argv() in the
+documented ARGV order, every documented reply shape to the right named value, and
+``wrote`` (whether a replicated call WAITs) as the connection has always decided it."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from redistate._async import checkpoints as async_checkpoints
+from redistate._async import events as async_events
+from redistate._async import leases as async_leases
+from redistate._async import records as async_records
+from redistate.checkpoints import (
+    CheckpointDeleteArgs,
+    CheckpointDeleteReply,
+    CheckpointFindArgs,
+    CheckpointFindReply,
+    CheckpointLogArgs,
+    CheckpointLogReply,
+    CheckpointSaveArgs,
+    CheckpointSaveReply,
+    LogStatus,
+    SaveStatus,
+)
+from redistate.events import (
+    AppendStatus,
+    EventAppendArgs,
+    EventAppendReply,
+    EventTrimArgs,
+    EventTrimReply,
+)
+from redistate.leases import (
+    LockAbandonArgs,
+    LockAbandonReply,
+    LockAcquireArgs,
+    LockAcquireReply,
+    LockExtendArgs,
+    LockExtendReply,
+    LockReleaseArgs,
+    LockReleaseReply,
+)
+from redistate.records import (
+    MergeStatus,
+    PutStatus,
+    RecordCompactArgs,
+    RecordCompactReply,
+    RecordDeleteArgs,
+    RecordDeleteReply,
+    RecordMergeArgs,
+    RecordMergeReply,
+    RecordPutArgs,
+    RecordPutReply,
+    RecordTouchArgs,
+    RecordTouchReply,
+)
+from redistate.scripts import Parsed, script
+from redistate.steps import StepRecordArgs, StepRecordReply
+
+_ARGV_LINE = re.compile(r"^ARGV\[(\d+)\]\s+(.*)$", re.M)
+
+
+def header_argv(name: str) -> dict[int, str]:
+    """ARGV index -> the first line of its description, from the script's header."""
+    text = resources.files("redistate").joinpath("lua").joinpath(f"{name}.lua").read_text("utf-8")
+    header = text[: text.index("]]")]
+    return {int(n): line for n, line in _ARGV_LINE.findall(header)}
+
+
+# (script, argument value, [(argv element, a phrase of that ARGV's header line)...])
+ARGV_CASES: list[tuple[str, Any, list[tuple[Any, str]]]] = [
+    (
+        "record_put",
+        RecordPutArgs(7, 1000, b"value", b"1,w\n", True, "tok,3", 9),
+        [
+            (7, "expected version"),
+            (1000, "ttl in ms"),
+            (b"value", "the new value"),
+            (b"1,w\n", "header tail"),
+            (1, "keep the record's current TTL"),
+            ("tok,3", "lease value"),
+            (9, "write id is remembered"),
+        ],
+    ),
+    (
+        "record_merge",
+        RecordMergeArgs(b"2:{}", 1000, False, b"1,w\n", "tok,3", 9, 4096),
+        [
+            (b"2:{}", "the patch as one frame"),
+            (1000, "ttl in ms"),
+            (0, "keep the record's TTL"),
+            (b"1,w\n", "header tail"),
+            ("tok,3", "lease value"),
+            (9, "write ids are remembered"),
+            (4096, "the most payload bytes"),
+        ],
+    ),
+    (
+        "record_delete",
+        RecordDeleteArgs(5, "tok,3", "d1", 9),
+        [
+            (5, "expected version"),
+            ("tok,3", "lease value"),
+            ("d1", "the delete's own id"),
+            (9, "ids are remembered"),
+        ],
+    ),
+    (
+        "record_touch",
+        RecordTouchArgs(1000, True, "tok,3"),
+        [(1000, "ttl in ms"), (1, "also return the value"), ("tok,3", "lease value")],
+    ),
+    (
+        "record_compact",
+        RecordCompactArgs(b"1,w\n", 40, b"{}", b"1,x\n", 9),
+        [
+            (b"1,w\n", "header tail of the value that was read"),
+            (40, "length in bytes"),
+            (b"{}", "the new payload"),
+            (b"1,x\n", "the new header tail"),
+            (9, "write ids are remembered"),
+        ],
+    ),
+    (
+        "checkpoint_save",
+        CheckpointSaveArgs("c1", b"blob", 10, 1000, 42, "tok,42", 9, True),
+        [
+            ("c1", "checkpoint id"),
+            (b"blob", "the checkpoint blob"),
+            (10, "keep"),
+            (1000, "ttl in ms"),
+            (42, "fence of the lease"),
+            ("tok,42", "lease value"),
+            (9, "checkpoint id is remembered"),
+            (1, "the caller chose the id"),
+        ],
+    ),
+    (
+        "checkpoint_log",
+        CheckpointLogArgs("d1", b"blob", 100, 1000, True, "tok,3", 9, "c1"),
+        [
+            ("d1", "delta id"),
+            (b"blob", "the delta blob"),
+            (100, "the most deltas"),
+            (1000, "ttl in ms"),
+            (1, "follow the task's current expiry"),
+            ("tok,3", "lease value"),
+            (9, "delta id is remembered"),
+            ("=c1", "optional"),
+        ],
+    ),
+    (
+        "checkpoint_delete",
+        CheckpointDeleteArgs("tok,3", "d1", 9),
+        [("tok,3", "lease value"), ("d1", "the delete's own id"), (9, "ids are remembered")],
+    ),
+    ("checkpoint_find", CheckpointFindArgs("c1"), [("c1", "the checkpoint id")]),
+    (
+        "lock_acquire",
+        LockAcquireArgs("ab" * 16, 30_000),
+        [("ab" * 16, "token"), (30_000, "ttl in ms")],
+    ),
+    (
+        "lock_release",
+        LockReleaseArgs("tok,3", 9),
+        [("tok,3", "the lease's value"), (9, "released values are remembered")],
+    ),
+    (
+        "lock_extend",
+        LockExtendArgs("tok,3", 30_000),
+        [("tok,3", "the lease's value"), (30_000, "new ttl in ms")],
+    ),
+    ("lock_abandon", LockAbandonArgs("ab" * 16), [("ab" * 16, "the token")]),
+    (
+        "step_record",
+        StepRecordArgs("fetch", b"S1,d", "tok,3", 1000),
+        [
+            ("fetch", "the step's name"),
+            (b"S1,d", "the record"),
+            ("tok,3", "lease value"),
+            (1000, "ttl in ms"),
+        ],
+    ),
+    (
+        "event_append",
+        EventAppendArgs("p" * 64, 4, "updated", 2, 1700, b"{}", "d" * 64, "tok,3", "w1", 9),
+        [
+            ("p" * 64, "the digest the caller believes ends the chain"),
+            (4, "this event's position"),
+            ("updated", "type"),
+            (2, "schema"),
+            (1700, "the appender's clock"),
+            (b"{}", "payload"),
+            ("d" * 64, "this event's digest"),
+            ("tok,3", "lease value"),
+            ("w1", "write id"),
+            (9, "write ids are remembered"),
+        ],
+    ),
+    (
+        "event_trim",
+        EventTrimArgs("1-0", "d" * 64, b"3", b"{}", "s" * 64),
+        [
+            ("1-0", "the stream id of the last event"),
+            ("d" * 64, "its digest"),
+            (b"3", "its position"),
+            (b"{}", "the state folded"),
+            ("s" * 64, "SHA-256 hex over ARGV[2] and ARGV[4]"),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "args", "expected"), ARGV_CASES, ids=[c[0] for c in ARGV_CASES])
+def test_argv_is_in_the_order_the_header_documents(
+    name: str, args: Any, expected: list[tuple[Any, str]]
+) -> None:
+    documented = header_argv(name)
+    assert sorted(documented) == list(range(1, len(expected) + 1)), documented
+    assert args.argv() == tuple(value for value, _ in expected)
+    for n, (_, phrase) in enumerate(expected, 1):
+        assert phrase in documented[n], f"{name} ARGV[{n}]: {documented[n]!r}"
+
+
+def test_every_script_operation_has_an_argument_case() -> None:
+    named = {name for name, _, _ in ARGV_CASES}
+    assert named == {
+        "record_put", "record_merge", "record_delete", "record_touch", "record_compact",
+        "checkpoint_save", "checkpoint_log", "checkpoint_delete", "checkpoint_find",
+        "lock_acquire", "lock_release", "lock_extend", "lock_abandon",
+        "step_record", "event_append", "event_trim",
+    }  # fmt: skip
+
+
+def test_optional_and_empty_arguments() -> None:
+    # An unsealed delta has no ARGV[8]; "" (no checkpoint yet) is "=" alone.
+    log = CheckpointLogArgs("d1", b"b", 100, 0, False, "", 0)
+    assert log.argv() == ("d1", b"b", 100, 0, 0, "", 0)
+    assert CheckpointLogArgs("d1", b"b", 100, 0, False, "", 0, "").argv()[-1] == "="
+    # No expected version: "" (any); 0 is create-only and stays 0.
+    assert RecordPutArgs(None, 0, b"v", b"t", False, "", 0).argv()[0] == ""
+    assert RecordPutArgs(0, 0, b"v", b"t", False, "", 0).argv()[0] == 0
+    assert RecordDeleteArgs(None, "", "d", 0).argv()[0] == ""
+    assert CheckpointSaveArgs("c", b"b", 1, 0, 0, "", 0, False).argv()[-1] == 0
+
+
+# (parser, raw reply as redis-py returns it, the parsed value, wrote)
+REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
+    # record_put: written (one string), resend of the current value, of one replaced
+    # since, conflict.
+    (
+        RecordPutReply.parse,
+        b"0000000000000042,1700000000000,1699999999000",
+        RecordPutReply(PutStatus.WRITTEN, 42, 1700000000000, 1699999999000),
+        True,
+    ),
+    (RecordPutReply.parse, [2, 43, 5000, 7], RecordPutReply(PutStatus.RESENT, 43, 5000, 7), True),
+    (RecordPutReply.parse, [3, 43, 5000, 0], RecordPutReply(PutStatus.REPLACED, 43, 5000), True),
+    (RecordPutReply.parse, [0, 9, 0, 0], RecordPutReply(PutStatus.CONFLICT, 9), False),
+    (RecordPutReply.parse, [0, 0, 0, 0], RecordPutReply(PutStatus.CONFLICT, 0), False),
+    # record_merge: the stored value, a resend (with and without the current value,
+    # fakeredis's nil too), refused.
+    (RecordMergeReply.parse, b"M1,...", RecordMergeReply(MergeStatus.APPENDED, b"M1,..."), True),
+    (
+        RecordMergeReply.parse,
+        [3, 12, b"M1,x"],
+        RecordMergeReply(MergeStatus.RESENT, b"M1,x", 12),
+        True,
+    ),
+    (RecordMergeReply.parse, [3, 12], RecordMergeReply(MergeStatus.RESENT, None, 12), True),
+    (RecordMergeReply.parse, [3, 12, None], RecordMergeReply(MergeStatus.RESENT, None, 12), True),
+    (RecordMergeReply.parse, [4, 5000], RecordMergeReply(MergeStatus.REFUSED, size=5000), False),
+    (RecordMergeReply.parse, [4, 0], RecordMergeReply(MergeStatus.REFUSED, size=0), False),
+    # record_delete: deleted, a resend of a delete made, absent or another version.
+    (RecordDeleteReply.parse, [1, 17], RecordDeleteReply(True, 17), True),
+    (RecordDeleteReply.parse, [1, 0], RecordDeleteReply(True, 0), True),
+    (RecordDeleteReply.parse, [0, 0], RecordDeleteReply(False, 0), False),
+    (RecordDeleteReply.parse, [0, 18], RecordDeleteReply(False, 18), False),
+    # record_touch: nil, with the value, without it ("").
+    (RecordTouchReply.parse, None, RecordTouchReply(False), False),
+    (RecordTouchReply.parse, [1700, b"R1,x"], RecordTouchReply(True, 1700, b"R1,x"), True),
+    (RecordTouchReply.parse, [0, b""], RecordTouchReply(True, 0, None), True),
+    # record_compact
+    (RecordCompactReply.parse, 1, RecordCompactReply(True), True),
+    (RecordCompactReply.parse, 0, RecordCompactReply(False), False),
+    # checkpoint_save: saved, resent (the stored one), saved earlier and gone. Every
+    # reply counts as a write (a resend notes itself again).
+    (CheckpointSaveReply.parse, [1, b"e"], CheckpointSaveReply(SaveStatus.SAVED, b"e"), True),
+    (
+        CheckpointSaveReply.parse,
+        [0, b"e", b"K1,b"],
+        CheckpointSaveReply(SaveStatus.RESENT, b"e", b"K1,b"),
+        True,
+    ),
+    (CheckpointSaveReply.parse, [2], CheckpointSaveReply(SaveStatus.GONE), True),
+    # checkpoint_log: appended, resent, sealed for another checkpoint (or none).
+    (CheckpointLogReply.parse, [1, 3], CheckpointLogReply(LogStatus.APPENDED, 3), True),
+    (CheckpointLogReply.parse, [0, 3], CheckpointLogReply(LogStatus.RESENT, 3), True),
+    (
+        CheckpointLogReply.parse,
+        [2, b"c2"],
+        CheckpointLogReply(LogStatus.RESEAL, snapshot="c2"),
+        True,
+    ),
+    (CheckpointLogReply.parse, [2, b""], CheckpointLogReply(LogStatus.RESEAL), True),
+    # checkpoint_delete: keys deleted; a resend; nothing.
+    (CheckpointDeleteReply.parse, 4, CheckpointDeleteReply(4), True),
+    (CheckpointDeleteReply.parse, 1, CheckpointDeleteReply(1), True),
+    (CheckpointDeleteReply.parse, 0, CheckpointDeleteReply(0), False),
+    # checkpoint_find: found, not found.
+    (CheckpointFindReply.parse, [[b"e"], [b"b"]], CheckpointFindReply((b"e",), (b"b",)), False),
+    (CheckpointFindReply.parse, [[], []], CheckpointFindReply((), ()), False),
+    # lock_acquire: acquired (or a resend), held by another (-1: no expiry).
+    (LockAcquireReply.parse, [1, 99, 30000], LockAcquireReply(True, 99, 30000), True),
+    (LockAcquireReply.parse, [0, 1200], LockAcquireReply(False, remaining_ms=1200), False),
+    (LockAcquireReply.parse, [0, -1], LockAcquireReply(False, remaining_ms=-1), False),
+    (LockExtendReply.parse, 1, LockExtendReply(True), True),
+    (LockExtendReply.parse, 0, LockExtendReply(False), False),
+    (LockReleaseReply.parse, 1, LockReleaseReply(True), True),
+    (LockReleaseReply.parse, 0, LockReleaseReply(False), False),
+    (LockAbandonReply.parse, 1, LockAbandonReply(True), True),
+    (LockAbandonReply.parse, 0, LockAbandonReply(False), False),
+    # step_record: recorded, already has a result.
+    (StepRecordReply.parse, [1], StepRecordReply(True), True),
+    (StepRecordReply.parse, [0, b"S1,d"], StepRecordReply(False, b"S1,d"), False),
+    # event_append: appended, the chain ends elsewhere (or is empty), resent (id "" when
+    # no longer among the newest).
+    (EventAppendReply.parse, [1, b"1-0"], EventAppendReply(AppendStatus.APPENDED, "1-0"), True),
+    (
+        EventAppendReply.parse,
+        [0, b"d" * 64, 7],
+        EventAppendReply(AppendStatus.MOVED, end="d" * 64, seq=7),
+        False,
+    ),
+    (EventAppendReply.parse, [0, b"", 0], EventAppendReply(AppendStatus.MOVED), False),
+    (EventAppendReply.parse, [2, b"1-0"], EventAppendReply(AppendStatus.RESENT, "1-0"), True),
+    (EventAppendReply.parse, [2, b""], EventAppendReply(AppendStatus.RESENT, ""), True),
+    # event_trim
+    (EventTrimReply.parse, 5, EventTrimReply(5), True),
+    (EventTrimReply.parse, 0, EventTrimReply(0), False),
+]
+
+
+@pytest.mark.parametrize(("parse", "raw", "expected", "wrote"), REPLY_CASES)
+def test_each_documented_reply_parses_to_its_named_value(
+    parse: Any, raw: Any, expected: Any, wrote: bool
+) -> None:
+    parsed = parse(raw)
+    assert parsed == expected
+    assert parsed.wrote is wrote
+
+
+def test_named_fields() -> None:
+    assert RecordPutReply.parse([0, 9, 0, 0]).conflict
+    assert not RecordPutReply.parse(b"1,0,0").conflict
+    assert CheckpointDeleteReply.parse(3).deleted and not CheckpointDeleteReply.parse(0).deleted
+
+
+def test_an_undocumented_status_is_refused() -> None:
+    with pytest.raises(ValueError):
+        RecordPutReply.parse([9, 1, 0, 0])
+    with pytest.raises(ValueError):
+        EventAppendReply.parse([5, b""])
+
+
+def test_the_shells_scripts_parse_with_their_reply_types() -> None:
+    # Where a replicated call learns whether to WAIT: the script's own reply type.
+    bound: dict[Parsed[Any], Any] = {
+        async_records._PUT: RecordPutReply,
+        async_records._MERGE: RecordMergeReply,
+        async_records._DELETE: RecordDeleteReply,
+        async_records._TOUCH: RecordTouchReply,
+        async_records._COMPACT: RecordCompactReply,
+        async_checkpoints._SAVE: CheckpointSaveReply,
+        async_checkpoints._LOG: CheckpointLogReply,
+        async_checkpoints._DELETE: CheckpointDeleteReply,
+        async_checkpoints._FIND: CheckpointFindReply,
+        async_checkpoints._STEP: StepRecordReply,
+        async_leases._ACQUIRE: LockAcquireReply,
+        async_leases._RELEASE: LockReleaseReply,
+        async_leases._EXTEND: LockExtendReply,
+        async_leases._ABANDON: LockAbandonReply,
+        async_events._APPEND: EventAppendReply,
+        async_events._TRIM: EventTrimReply,
+    }
+    for lua, reply in bound.items():
+        assert isinstance(lua, Parsed)
+        assert lua.parse == reply.parse
+        assert lua.sha == script(lua.name).sha  # the same script, only read differently
+
+
+def test_a_script_without_a_parser_returns_the_raw_reply_and_counts_as_a_write() -> None:
+    raw = script("agents_add")
+    assert raw.read([1, 2]) == [1, 2]
+    assert raw.wrote([0]) is True
+    parsed = raw.replying(RecordCompactReply.parse)
+    assert parsed.read(0) == RecordCompactReply(False)
+    assert parsed.wrote(parsed.read(0)) is False
