@@ -14,9 +14,9 @@ import redis
 from harness import Block, sync_block
 
 from redistate import Store
-from redistate.envelope import frame, tail
-from redistate.records import new_write_id
-from redistate.scripts import script
+from redistate.core.envelope import frame, tail
+from redistate.core.scripts import script
+from redistate.records.spec import new_write_id
 
 __all__ = ["SERVER_CALLS", "server_us", "variants"]
 

@@ -30,7 +30,7 @@ from harness import Block, Column, Row, Side, sync_block
 from records import value_1k
 
 from redistate import Store
-from redistate.checkpoints import new_checkpoint_id
+from redistate.checkpoints.spec import new_checkpoint_id
 
 if TYPE_CHECKING:
     from run import Env

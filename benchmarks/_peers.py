@@ -26,7 +26,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redistate.mergepatch import merge_patch
+from redistate.records.mergepatch import merge_patch
 
 TTL_S = 3600
 KEEP = 10  # redistate's default history cap; the raw pipeline trims to it too

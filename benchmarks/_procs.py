@@ -30,7 +30,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from redistate import Store
-from redistate.mergepatch import merge_patch
+from redistate.records.mergepatch import merge_patch
 
 READY_TIMEOUT_S = 120.0  # spawning 16 interpreters on 2 busy cores takes a while
 JOB_TIMEOUT_S = 900.0

@@ -22,8 +22,8 @@ import redis
 
 from redistate import Store
 from redistate.cli.acl import setuser
-from redistate.records import new_write_id
-from redistate.scripts import _acl_prelude, script
+from redistate.core.scripts import _acl_prelude, script
+from redistate.records.spec import new_write_id
 
 # The same server fixture the tests use (free loopback port, no persistence).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

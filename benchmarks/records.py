@@ -27,7 +27,7 @@ import redis
 from harness import Clients, Column, Row, Side, ratios
 
 from redistate import RetryPolicy, Store
-from redistate.mergelog import COMPACT_AT
+from redistate.records.mergelog import COMPACT_AT
 
 TTL_S = 3600
 TTL_MS = TTL_S * 1000

@@ -59,7 +59,7 @@ from harness import Block, Column, Row, sync_block
 from records import value_1k
 
 from redistate import AsyncStore, Store
-from redistate.mergelog import COMPACT_AT
+from redistate.records.mergelog import COMPACT_AT
 from tests.servers import redis_binary, running
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from .core.errors import (
     CodecError,
     ConflictError,
     IntegrityError,
@@ -31,28 +31,28 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from ._async.checkpoints import AsyncCheckpoints
-    from ._async.events import AsyncEvents
-    from ._async.leases import AsyncLease
-    from ._async.records import AsyncCollection
-    from ._async.runner import AsyncTaskRun
-    from ._async.store import AsyncStore
-    from ._sync.checkpoints import Checkpoints
-    from ._sync.events import Events
-    from ._sync.leases import Lease
-    from ._sync.records import Collection
-    from ._sync.runner import TaskRun
-    from ._sync.store import Store
-    from .checkpoints import Checkpoint, Restored, Verification
-    from .codec import Codec, JsonCodec
-    from .encryption import EncryptedCodec
-    from .events import Event
-    from .keys import KeySpace
-    from .migrations import Migrations
-    from .records import DEFAULT, Record
-    from .retry import RetryPolicy
-    from .server import ServerFacts
-    from .signing import SigningKeys
+    from .checkpoints.spec import Checkpoint, Restored, Verification
+    from .checkpoints.tasks import Checkpoints
+    from .checkpoints.tasks_async import AsyncCheckpoints
+    from .core.codec import Codec, JsonCodec
+    from .core.encryption import EncryptedCodec
+    from .core.keys import KeySpace
+    from .core.migrations import Migrations
+    from .core.retry import RetryPolicy
+    from .core.server import ServerFacts
+    from .core.signing import SigningKeys
+    from .events.spec import Event
+    from .events.stream import Events
+    from .events.stream_async import AsyncEvents
+    from .leases.lease import Lease
+    from .leases.lease_async import AsyncLease
+    from .records.collection import Collection
+    from .records.collection_async import AsyncCollection
+    from .records.spec import DEFAULT, Record
+    from .steps.runner import TaskRun
+    from .steps.runner_async import AsyncTaskRun
+    from .store import Store
+    from .store_async import AsyncStore
 
 __version__ = "0.1.0"
 
@@ -111,32 +111,32 @@ __all__ = [
 ]
 
 _LAZY = {
-    "AsyncStore": "._async.store",
-    "Store": "._sync.store",
-    "AsyncCollection": "._async.records",
-    "Collection": "._sync.records",
-    "DEFAULT": ".records",
-    "Record": ".records",
-    "AsyncCheckpoints": "._async.checkpoints",
-    "Checkpoints": "._sync.checkpoints",
-    "Checkpoint": ".checkpoints",
-    "Restored": ".checkpoints",
-    "Verification": ".checkpoints",
-    "AsyncEvents": "._async.events",
-    "Events": "._sync.events",
-    "Event": ".events",
-    "AsyncLease": "._async.leases",
-    "AsyncTaskRun": "._async.runner",
-    "Lease": "._sync.leases",
-    "TaskRun": "._sync.runner",
-    "Codec": ".codec",
-    "JsonCodec": ".codec",
-    "EncryptedCodec": ".encryption",
-    "KeySpace": ".keys",
-    "Migrations": ".migrations",
-    "RetryPolicy": ".retry",
-    "ServerFacts": ".server",
-    "SigningKeys": ".signing",
+    "AsyncStore": ".store_async",
+    "Store": ".store",
+    "AsyncCollection": ".records.collection_async",
+    "Collection": ".records.collection",
+    "DEFAULT": ".records.spec",
+    "Record": ".records.spec",
+    "AsyncCheckpoints": ".checkpoints.tasks_async",
+    "Checkpoints": ".checkpoints.tasks",
+    "Checkpoint": ".checkpoints.spec",
+    "Restored": ".checkpoints.spec",
+    "Verification": ".checkpoints.spec",
+    "AsyncEvents": ".events.stream_async",
+    "Events": ".events.stream",
+    "Event": ".events.spec",
+    "AsyncLease": ".leases.lease_async",
+    "AsyncTaskRun": ".steps.runner_async",
+    "Lease": ".leases.lease",
+    "TaskRun": ".steps.runner",
+    "Codec": ".core.codec",
+    "JsonCodec": ".core.codec",
+    "EncryptedCodec": ".core.encryption",
+    "KeySpace": ".core.keys",
+    "Migrations": ".core.migrations",
+    "RetryPolicy": ".core.retry",
+    "ServerFacts": ".core.server",
+    "SigningKeys": ".core.signing",
 }
 
 

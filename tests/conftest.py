@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import redis
 
-from redistate import embedded
+from redistate.core import embedded
 from tests.roundtrips import RoundTrips
 from tests.servers import (
     Cluster,

@@ -18,10 +18,10 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from redistate import AsyncStore, LockTimeout, PermissionDenied, Store
 from redistate.agents import RedistateSession
-from redistate.encryption import EncryptedCodec
-from redistate.keys import KeySpace
+from redistate.core.encryption import EncryptedCodec
+from redistate.core.keys import KeySpace
+from redistate.core.scripts import _ARGS, acl_commands, lua_commands, names
 from redistate.langgraph import RedisStateSaver
-from redistate.scripts import _ARGS, acl_commands, lua_commands, names
 from tests.cli import run
 from tests.conftest import Backend
 from tests.faults import tally

@@ -33,7 +33,7 @@ from redistate import (
     Store,
 )
 from redistate.agents import RedistateSession
-from redistate.kinds import AGENTS_KEY
+from redistate.core.kinds import AGENTS_KEY
 from tests._async.test_resends import LostReplies
 from tests.conftest import Backend
 from tests.roundtrips import RoundTrips

@@ -17,11 +17,12 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
-from redistate import Store, kinds
+from redistate import Store
 from redistate.admin.backup_format import GRAPH_ZSETS, BadFile, Limits, parse_entity
 from redistate.agents import RedistateSession
-from redistate.codec import JsonCodec
-from redistate.keys import KeySpace
+from redistate.core import kinds
+from redistate.core.codec import JsonCodec
+from redistate.core.keys import KeySpace
 from redistate.langgraph import RedisStateSaver
 from tests.cli import run
 from tests.conftest import Backend
@@ -346,7 +347,7 @@ def _state(payload: bytes) -> Any:
     """An anchor whose state is ``payload`` with a matching state digest (unsigned)."""
 
     def change(line: dict[str, Any], now: int) -> dict[str, Any]:
-        from redistate.events import state_digest
+        from redistate.events.spec import state_digest
 
         anchor = dict(line["anchor"])
         digest = _un(anchor["digest"]).decode()
@@ -502,7 +503,7 @@ def test_a_signed_event_chain_needs_the_stores_signing_keys(
 ) -> None:
     import os
 
-    from redistate.signing import SigningKeys
+    from redistate.core.signing import SigningKeys
 
     signing = SigningKeys({"s1": os.urandom(32)}, primary="s1")
     with Store(server_backend.sync_client(), namespace=namespace, signing=signing) as store:
@@ -552,7 +553,7 @@ def test_pure_checks_name_the_field_and_the_limit() -> None:
         parse_entity(graph)
     # A step record whose fence is past the clock: the limit names field and bound.
     spec_key = KeySpace("app").task_steps("t")
-    from redistate.steps import StepSpec
+    from redistate.steps.spec import StepSpec
 
     now_us = 1_800_000_000 * 10**6
     record = StepSpec(JsonCodec(), max_bytes=1000).done(

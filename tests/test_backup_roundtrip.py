@@ -1,5 +1,5 @@
 """Backup round trips as properties, on every backend: a random workload over every kind
-of stored data (redistate.kinds), written through the public APIs only, then
+of stored data (redistate.core.kinds), written through the public APIs only, then
 
 1. export -> import into an empty namespace -> export: the two files hold the same
    entities (TTLs within the time the test measured around the calls), and every
@@ -28,9 +28,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
 
-from redistate import Lease, Store, kinds
+from redistate import Lease, Store
 from redistate.admin import ImportReport
 from redistate.agents import RedistateSession
+from redistate.core import kinds
 from redistate.langgraph import RedisStateSaver
 from tests.conftest import Backend
 

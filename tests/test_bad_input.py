@@ -34,10 +34,10 @@ from redistate import (
     StateTooLarge,
     Store,
 )
-from redistate._io import AwaitableInSync
-from redistate._ttl import MAX_TTL_SECONDS
-from redistate.codec import MAX_DEPTH
-from redistate.keys import MAX_ID_BYTES
+from redistate.core._io import AwaitableInSync
+from redistate.core._ttl import MAX_TTL_SECONDS
+from redistate.core.codec import MAX_DEPTH
+from redistate.core.keys import MAX_ID_BYTES
 from tests.conftest import BACKENDS, Backend, _backend
 
 MAX_BYTES = 4096  # the store's max_bytes (sessions, users)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from redistate.mergelog import COMPACT_AT
+from redistate.records.mergelog import COMPACT_AT
 
 ROOT = Path(__file__).parent.parent
 

@@ -19,7 +19,7 @@ import pytest
 from redistate import RedistateError, Store
 from redistate.admin.backup_format import BadFile, Entity
 from redistate.admin.backup_lines import import_call
-from redistate.keys import KeySpace
+from redistate.core.keys import KeySpace
 from tests.cli import run
 from tests.conftest import Backend
 
@@ -958,7 +958,7 @@ def test_versions_and_fences_within_the_allowance_import(
 def test_an_encrypted_file_needs_the_stores_keys(
     server_backend: Backend, namespace: str, tmp_path: Path
 ) -> None:
-    from redistate.encryption import EncryptedCodec
+    from redistate.core.encryption import EncryptedCodec
 
     key = os.urandom(32)
     codec = EncryptedCodec({"k1": key}, primary="k1")
@@ -1016,7 +1016,7 @@ def test_a_signed_file_needs_the_stores_signing_keys(
 ) -> None:
     """Sealed payloads are checked like a read checks them: under other signing keys a
     record or checkpoint does not authenticate, and nothing is imported."""
-    from redistate.signing import SigningKeys
+    from redistate.core.signing import SigningKeys
 
     key = os.urandom(32)
     signing = SigningKeys({"s1": key}, primary="s1")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from redistate import Store
-from redistate.envelope import unpack
+from redistate.core.envelope import unpack
 from tests.cli import run
 from tests.conftest import Backend
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from redistate import EncryptedCodec, Store
 from redistate.agents import RedistateSession
-from redistate.encryption import key_id
-from redistate.envelope import unpack
-from redistate.mergelog import frames
+from redistate.core.encryption import key_id
+from redistate.core.envelope import unpack
+from redistate.records.mergelog import frames
 from tests.cli import run
 from tests.conftest import Backend
 

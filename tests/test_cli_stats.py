@@ -13,7 +13,7 @@ import pytest
 
 from redistate import Store
 from redistate.admin.stats import BUILT_IN
-from redistate.keys import KeySpace
+from redistate.core.keys import KeySpace
 from tests.cli import run
 from tests.conftest import Backend
 

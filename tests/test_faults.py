@@ -26,7 +26,7 @@ from redistate import (
     StoreFull,
     StoreUnavailable,
 )
-from redistate.durability import Durability
+from redistate.core.durability import Durability
 from tests import workers
 from tests.conftest import Backend
 from tests.faults import FaultReport, tally

@@ -16,8 +16,8 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.graph import END, START, StateGraph
 
 from redistate import AsyncStore, InvalidId, LockLost, Store
-from redistate.graph import PARTS
-from redistate.kinds import GRAPH_KEY
+from redistate.adapters.langgraph.graph import PARTS
+from redistate.core.kinds import GRAPH_KEY
 from redistate.langgraph import RedisStateSaver
 from tests.conftest import Backend
 

@@ -1,7 +1,7 @@
 """Property tests through a real store: any JSON value survives put/get, checkpoints and
 merge exactly — compared strictly (types, the sign of zero), not with ``==`` — and merge
 patches agree with an independent RFC 7386 reference written here from the RFC's
-pseudo-code (not redistate.mergepatch)."""
+pseudo-code (not redistate.records.mergepatch)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from redistate import CodecError, Store
-from redistate.codec import MAX_DEPTH
+from redistate.core.codec import MAX_DEPTH
 from tests.conftest import Backend
 from tests.unit.test_mergepatch import RFC_7386_EXAMPLES
 

@@ -15,13 +15,14 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from redistate import EncryptedCodec, SigningKeys, Store, kinds
+from redistate import EncryptedCodec, SigningKeys, Store
 from redistate.admin import RotateReport
 from redistate.admin.rotate import recoded_items
 from redistate.agents import RedistateSession
-from redistate.encryption import key_id
-from redistate.kinds import Kind, Op
-from redistate.scripts import script
+from redistate.core import kinds
+from redistate.core.encryption import key_id
+from redistate.core.kinds import Kind, Op
+from redistate.core.scripts import script
 from tests.conftest import Backend
 
 A, B = os.urandom(32), os.urandom(32)

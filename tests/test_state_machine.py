@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from redistate import DEFAULT, ConflictError, Record, Store
-from redistate.mergepatch import merge_patch
+from redistate.records.mergepatch import merge_patch
 from tests.conftest import Backend
 
 ENTITIES = ("a", "b{c}", "*")

@@ -1,6 +1,6 @@
 """Maintenance of a namespace as a library: ``store.admin`` (redistate.admin.Admin, or
 AsyncAdmin for an AsyncStore) exports, imports, rotates keys, migrates and counts every
-kind of stored data the registry (redistate.kinds) declares. ``redistate``'s commands
+kind of stored data the registry (redistate.core.kinds) declares. ``redistate``'s commands
 call these and print the reports."""
 
 from __future__ import annotations

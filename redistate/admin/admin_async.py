@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from ..errors import InvalidId
-from ..kinds import claim
+from ..core.errors import InvalidId
+from ..core.kinds import claim
 from . import backup_async, migrate_async, rotate_async, stats_async
 from .backup_format import Progress, nothing
 from .reports import (
@@ -23,15 +23,15 @@ from .reports import (
 )
 
 if TYPE_CHECKING:
-    from .._async._client import AsyncConnection
-    from .._async.store import AsyncStore
+    from ..core.connection_async import AsyncConnection
+    from ..store_async import AsyncStore
 
 __all__ = ["AsyncAdmin"]
 
 
 class AsyncAdmin:
     """Maintenance operations on ``store``'s namespace: each visits every kind of
-    stored data the registry (redistate.kinds) declares."""
+    stored data the registry (redistate.core.kinds) declares."""
 
     __slots__ = ("_conn", "_store")
 

@@ -22,8 +22,8 @@ import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
-from ..errors import IntegrityError
-from ..keys import KeySpace
+from ..core.errors import IntegrityError
+from ..core.keys import KeySpace
 from .backup_format import (
     FORMAT,
     VERSION,
@@ -41,8 +41,8 @@ from .backup_lines import Batch, Read, entity_line, import_call, plan, tally, ti
 from .reports import ExportReport, ImportReport
 
 if TYPE_CHECKING:
-    from .._async._client import AsyncConnection
-    from .._async.store import AsyncStore
+    from ..core.connection_async import AsyncConnection
+    from ..store_async import AsyncStore
 
 __all__ = ["export", "import_file"]
 

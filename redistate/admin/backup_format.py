@@ -51,17 +51,18 @@ from typing import Any, Final
 
 import orjson
 
-from .. import RedistateError, kinds
-from ..checkpoints import _DAMAGED, _DELTA_RE, _ENTRY_RE, CheckpointSpec
-from ..codec import Codec
-from ..envelope import MAX_VERSION, unpack
-from ..erasure import entry
-from ..events import EventSpec
-from ..keys import KeySpace, check_kind, escape_id
-from ..mergelog import frames
-from ..records import RecordSpec
-from ..signing import SigningKeys
-from ..steps import StepSpec, check_step_name
+from .. import RedistateError
+from ..checkpoints.spec import _DAMAGED, _DELTA_RE, _ENTRY_RE, CheckpointSpec
+from ..core import kinds
+from ..core.codec import Codec
+from ..core.envelope import MAX_VERSION, unpack
+from ..core.keys import KeySpace, check_kind, escape_id
+from ..core.signing import SigningKeys
+from ..events.spec import EventSpec
+from ..records.erasure import entry
+from ..records.mergelog import frames
+from ..records.spec import RecordSpec
+from ..steps.spec import StepSpec, check_step_name
 
 __all__ = [
     "FORMAT",
@@ -103,7 +104,7 @@ VERSION: Final = 2
 READS: Final = (1, 2)  # the versions an import reads
 MAX_TTL_MS: Final = 100 * 365 * 86400 * 1000  # what the scripts accept (rs_ttl)
 # Line kinds: "record" for every versioned record (sessions, users, collections: the
-# line names its collection); the others are named by their kind (redistate.kinds).
+# line names its collection); the others are named by their kind (redistate.core.kinds).
 RECORD: Final = "record"
 TASK: Final = kinds.TASK.name  # with its step records (kinds.STEPS)
 FENCE: Final = kinds.FENCE.name

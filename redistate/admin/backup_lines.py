@@ -1,7 +1,7 @@
 """Export and import, the pure half: what to read for each scanned key and the file
 line it becomes, and the script call that imports each checked line (the format:
 backup_format; the I/O: backup_async). What a scanned key belongs to is the kind
-registry's answer (redistate.kinds). Left out of a file: held leases, lease wake-up
+registry's answer (redistate.core.kinds). Left out of a file: held leases, lease wake-up
 lists, write memories and the staging stream of an event rewrite in progress.
 """
 
@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .. import kinds
-from .._translate import translate
-from ..envelope import unpack
-from ..errors import IntegrityError, InvalidId, RedistateError
-from ..keys import KeySpace
-from ..scripts import Script, script
+from ..core import kinds
+from ..core._translate import translate
+from ..core.envelope import unpack
+from ..core.errors import IntegrityError, InvalidId, RedistateError
+from ..core.keys import KeySpace
+from ..core.scripts import Script, script
 from .backup_format import (
     AGENTS,
     EVENT_FIELDS,

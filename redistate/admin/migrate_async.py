@@ -8,7 +8,7 @@ are rewritten in place (lua/checkpoint_migrate.lua), except one that deltas made
 its older schema still follow: a patch cannot be migrated, so it waits for the task's
 next save (counted as held). Audit events are rewritten after their chain verifies, the
 chain recomputed from the first migrated event (events.rewrite). Kinds the registry
-marks as not migrated (redistate.kinds, Op.MIGRATE) are left as they are.
+marks as not migrated (redistate.core.kinds, Op.MIGRATE) are left as they are.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from ..errors import ConflictError, IntegrityError, InvalidId, SchemaError
-from ..kinds import COLLECTION, EVENTS, SESSION, TASK, USER, Kind, Op, claim
-from ..scripts import script
+from ..core.errors import ConflictError, IntegrityError, InvalidId, SchemaError
+from ..core.kinds import COLLECTION, EVENTS, SESSION, TASK, USER, Kind, Op, claim
+from ..core.scripts import script
 from .reports import MigrateReport
 
 if TYPE_CHECKING:
-    from .._async._client import AsyncConnection
-    from .._async.store import AsyncStore
+    from ..core.connection_async import AsyncConnection
+    from ..store_async import AsyncStore
 
 __all__ = ["HANDLED", "migrate"]
 

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..kinds import Kind
+from ..core.kinds import Kind
 from .backup_format import KINDS, plural
 
 __all__ = [

@@ -12,7 +12,7 @@ cover the encrypted payloads, so the chain is recomputed from the first re-encry
 event (a digest of its end kept elsewhere must be taken anew); a chain that does not
 verify is left as it is and named (exit 1). Afterwards the old keys can go.
 
-Which keys are visited comes from the kind registry (redistate.kinds): each kind
+Which keys are visited comes from the kind registry (redistate.core.kinds): each kind
 rotate-keys applies to has a handler below, for the parts of its keys that hold encoded
 values. Not rotated: LangGraph threads (packed by LangGraph's serializer, not the
 store's codec), and the reply an Agents SDK pop keeps in its write memory for a resend
@@ -30,18 +30,18 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from .. import kinds
-from ..codec import Codec
-from ..encryption import EncryptedCodec, key_id
-from ..errors import ConflictError, IntegrityError, InvalidId, RedistateError
-from ..kinds import Kind, Op
-from ..records import RecordCompactReply, new_write_id
-from ..scripts import script
+from ..core import kinds
+from ..core.codec import Codec
+from ..core.encryption import EncryptedCodec, key_id
+from ..core.errors import ConflictError, IntegrityError, InvalidId, RedistateError
+from ..core.kinds import Kind, Op
+from ..core.scripts import script
+from ..records.spec import RecordCompactReply, new_write_id
 from .reports import RotateReport
 
 if TYPE_CHECKING:
-    from .._async._client import AsyncConnection
-    from .._async.store import AsyncStore
+    from ..core.connection_async import AsyncConnection
+    from ..store_async import AsyncStore
 
 __all__ = ["HANDLERS", "recoded_items", "rotate"]
 

@@ -16,13 +16,13 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import InvalidId
-from ..keys import KeySpace, check_kind
-from ..kinds import ANY, KINDS, SESSION, TASK, USER, Op
+from ..core.errors import InvalidId
+from ..core.keys import KeySpace, check_kind
+from ..core.kinds import ANY, KINDS, SESSION, TASK, USER, Op
 from .reports import EXAMPLES, KindStats
 
 if TYPE_CHECKING:
-    from .._async._client import AsyncConnection
+    from ..core.connection_async import AsyncConnection
 
 __all__ = ["ALIASES", "BUILT_IN", "OTHER", "collect", "key_kinds"]
 

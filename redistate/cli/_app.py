@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from .. import Store
-from ..server import ServerCheck
+from ..core.server import ServerCheck
 from ._embedded import embedded_url
 from ._keys import codec_from_env, signing_from_env
 

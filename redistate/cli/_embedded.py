@@ -27,7 +27,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ..errors import RedistateError
+from ..core.errors import RedistateError
 
 __all__ = ["embedded_url", "home"]
 

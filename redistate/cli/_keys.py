@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from ..codec import Codec
-from ..signing import SigningKeys
+from ..core.codec import Codec
+from ..core.signing import SigningKeys
 
 __all__ = ["codec_from_env", "signing_from_env"]
 
@@ -26,7 +26,7 @@ def codec_from_env() -> Codec | None:
     found = _keys_from_env("REDISTATE_KEYS", "REDISTATE_PRIMARY_KEY")
     if found is None:
         return None
-    from ..encryption import EncryptedCodec
+    from ..core.encryption import EncryptedCodec
 
     return EncryptedCodec(found[0], primary=found[1])
 
@@ -49,7 +49,7 @@ def _keys_from_env(keys_var: str, primary_var: str) -> tuple[dict[str, bytes], s
     text = os.environ.get(keys_var, "").strip()
     if not text:
         return None
-    from ..encryption import keys_from_text
+    from ..core.encryption import keys_from_text
 
     keys = keys_from_text(text)
     return keys, os.environ.get(primary_var, "").strip() or next(iter(keys))

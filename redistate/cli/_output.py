@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..records import ttl_seconds
+from ..records.spec import ttl_seconds
 
 __all__ = ["emit", "err", "out", "ttl"]
 

@@ -7,8 +7,8 @@ import sys
 
 import typer
 
-from ..keys import KeySpace
-from ..scripts import acl_commands
+from ..core.keys import KeySpace
+from ..core.scripts import acl_commands
 from ._app import app
 
 __all__ = ["acl_command", "setuser"]

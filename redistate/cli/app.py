@@ -15,7 +15,7 @@ def main() -> None:
     """Run the app: one-line errors, exit 1 for failures (usage errors: 2)."""
     from redis.exceptions import RedisError
 
-    from .._translate import translate
+    from ..core._translate import translate
 
     try:
         app()  # exits 2 itself on a usage error

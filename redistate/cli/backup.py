@@ -1,6 +1,6 @@
 """``redistate export`` and ``redistate import``: one namespace as a JSON-lines file.
 
-Every kind of stored data goes into the file (redistate.kinds: records, tasks with
+Every kind of stored data goes into the file (redistate.core.kinds: records, tasks with
 their step records, fences, audit event streams with their trim anchors, user indexes,
 Agents SDK sessions, LangGraph threads) but held leases, lease wake-up lists and write
 memories, which belong to running processes and the retry window.
@@ -19,9 +19,10 @@ from typing import Annotated, Any
 
 import typer
 
-from .. import RedistateError, Store, kinds
+from .. import RedistateError, Store
 from ..admin import ImportReport
 from ..admin.backup_format import KINDS, RECORD
+from ..core import kinds
 from ._app import app
 from ._output import err
 

@@ -29,7 +29,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from .. import RedistateError, Store
-from ..leases import holder_fence
+from ..leases.spec import holder_fence
 from ._app import app
 from ._output import out
 from .demo_ledger import Check, Ledger

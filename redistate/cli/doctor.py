@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..server import ServerFacts
+from ..core.server import ServerFacts
 from ._app import app
 from ._output import out
 

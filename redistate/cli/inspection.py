@@ -11,10 +11,10 @@ from typing import Annotated, Any
 import typer
 
 from .. import RedistateError, Store
-from ..checkpoints import Verification
-from ..errors import IntegrityError, InvalidId
-from ..kinds import STEPS, TASK
-from ..leases import holder_fence
+from ..checkpoints.spec import Verification
+from ..core.errors import IntegrityError, InvalidId
+from ..core.kinds import STEPS, TASK
+from ..leases.spec import holder_fence
 from ._app import app
 from ._output import emit, ttl
 

@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 from .. import RedistateError, Store
-from ..migrations import Migrations
+from ..core.migrations import Migrations
 from ._app import app
 from ._output import emit
 from .backup import _progress

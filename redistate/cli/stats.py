@@ -10,7 +10,7 @@ import typer
 from .. import Store
 from ..admin import KindStats
 from ..admin.stats import key_kinds
-from ..errors import InvalidId
+from ..core.errors import InvalidId
 from ._app import app
 from ._output import emit
 

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from redistate import AsyncStore, ConflictError, NotReplicated
-from redistate.durability import DEFAULT
-from redistate.scripts import script
+from redistate.core.durability import DEFAULT
+from redistate.core.scripts import script
 from tests.conftest import Backend, _backend
 
 

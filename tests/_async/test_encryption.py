@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from redistate import AsyncStore, EncryptedCodec, IntegrityError
-from redistate.encryption import key_id
-from redistate.mergelog import COMPACT_AT
-from redistate.mergepatch import merge_patch
+from redistate.core.encryption import key_id
+from redistate.records.mergelog import COMPACT_AT
+from redistate.records.mergepatch import merge_patch
 from tests.conftest import Backend
 
 K1, K2 = os.urandom(32), os.urandom(32)

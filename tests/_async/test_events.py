@@ -20,8 +20,8 @@ from redistate import (
     LockLost,
     StateTooLarge,
 )
-from redistate._io import async_join, async_spawn
-from redistate.events import digest_of
+from redistate.core._io import async_join, async_spawn
+from redistate.events.spec import digest_of
 from tests.conftest import Backend
 from tests.roundtrips import server_reads
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from redistate import AsyncStore, LockLost, LockTimeout
-from redistate._io import async_join, async_spawn, async_wait
-from redistate.scripts import script
+from redistate.core._io import async_join, async_spawn, async_wait
+from redistate.core.scripts import script
 from tests.conftest import Backend
 
 

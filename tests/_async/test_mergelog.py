@@ -16,12 +16,12 @@ from redistate import (
     RedistateError,
     StateTooLarge,
 )
-from redistate._io import async_join, async_spawn
-from redistate.envelope import tail, unpack
-from redistate.mergelog import frame, frames, should_compact
-from redistate.mergepatch import merge_patch
-from redistate.records import Record, RecordMergeReply
-from redistate.scripts import script
+from redistate.core._io import async_join, async_spawn
+from redistate.core.envelope import tail, unpack
+from redistate.core.scripts import script
+from redistate.records.mergelog import frame, frames, should_compact
+from redistate.records.mergepatch import merge_patch
+from redistate.records.spec import Record, RecordMergeReply
 from tests.conftest import Backend
 from tests.roundtrips import server_reads
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from redistate import AsyncStore, InvalidId, SchemaError
-from redistate.envelope import unpack
+from redistate.core.envelope import unpack
 from tests.conftest import Backend
 
 

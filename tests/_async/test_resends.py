@@ -17,8 +17,8 @@ import pytest
 import redis
 
 from redistate import AsyncStore, LockLost, RetryPolicy, StoreUnavailable
-from redistate._io import async_sleep
-from redistate.scripts import script
+from redistate.core._io import async_sleep
+from redistate.core.scripts import script
 from tests.conftest import Backend
 
 

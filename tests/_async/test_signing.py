@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from redistate import AsyncStore, EncryptedCodec, IntegrityError, SigningKeys
-from redistate.events import EventSpec
+from redistate.events.spec import EventSpec
 from tests.conftest import Backend
 
 S1, S2, ENC = os.urandom(32), os.urandom(32), os.urandom(32)
@@ -183,7 +183,7 @@ async def test_a_trim_anchor_is_sealed(stores: Callable[..., AsyncStore], backen
     seal = raw_call(backend, lambda r: r.hget(anchor_key, "state_digest"))
     assert seal.startswith(b"s1:")
     # The folded state replaced, its unkeyed digest recomputed: refused.
-    from redistate.events import state_digest
+    from redistate.events.spec import state_digest
 
     digest = raw_call(backend, lambda r: r.hget(anchor_key, "digest")).decode()
     state = store.codec.encode({"paid": False}, store.keys.events("e1").encode())

@@ -15,13 +15,13 @@ import pytest
 from redis.crc import key_slot
 
 from redistate import AsyncStore
-from redistate._async._client import AsyncConnection
-from redistate._async.graph import AsyncGraph
+from redistate.adapters.langgraph.graph import GraphSpec
+from redistate.adapters.langgraph.threads_async import AsyncGraph
 from redistate.admin.backup_format import parse_entity
 from redistate.admin.backup_lines import import_call
-from redistate.graph import GraphSpec
-from redistate.mergelog import COMPACT_AT
-from redistate.scripts import names, script
+from redistate.core.connection_async import AsyncConnection
+from redistate.core.scripts import names, script
+from redistate.records.mergelog import COMPACT_AT
 from tests.conftest import Backend
 
 

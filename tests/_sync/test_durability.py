@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from redistate import Store, ConflictError, NotReplicated
-from redistate.durability import DEFAULT
-from redistate.scripts import script
+from redistate.core.durability import DEFAULT
+from redistate.core.scripts import script
 from tests.conftest import Backend, _backend
 
 

@@ -9,8 +9,9 @@ from typing import Any, Final
 import pytest
 import redis
 
-from redistate import Store, InvalidId, RetryPolicy, StateTooLarge, StoreUnavailable, kinds
-from redistate.erasure import owner
+from redistate import Store, InvalidId, RetryPolicy, StateTooLarge, StoreUnavailable
+from redistate.core import kinds
+from redistate.records.erasure import owner
 from tests.conftest import Backend
 from tests.erasure_frameworks import sync_framework_data
 from tests.proxy import FaultProxy, command

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from redistate import Store, LockLost, LockTimeout
-from redistate._io import sync_join, sync_spawn, sync_wait
-from redistate.scripts import script
+from redistate.core._io import sync_join, sync_spawn, sync_wait
+from redistate.core.scripts import script
 from tests.conftest import Backend
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from redistate import Store, InvalidId, SchemaError
-from redistate.envelope import unpack
+from redistate.core.envelope import unpack
 from tests.conftest import Backend
 
 

@@ -20,7 +20,7 @@ from redistate import (
     SchemaError,
     StateTooLarge,
 )
-from redistate.scripts import script
+from redistate.core.scripts import script
 from tests.conftest import Backend
 from tests.roundtrips import RoundTrips, server_reads
 
@@ -173,7 +173,7 @@ def test_a_write_never_takes_a_version_past_2_53(store: Store, backend: Backend)
 def test_the_header_records_when_a_record_was_written(
     store: Store, backend: Backend
 ) -> None:
-    from redistate.envelope import unpack
+    from redistate.core.envelope import unpack
 
     key = store.keys.record("session", "s")
     store.sessions.put("s", {"a": 1}, ttl=60)

@@ -18,8 +18,8 @@ import pytest
 import redis
 
 from redistate import Store, LockLost, RetryPolicy, StoreUnavailable
-from redistate._io import sync_sleep
-from redistate.scripts import script
+from redistate.core._io import sync_sleep
+from redistate.core.scripts import script
 from tests.conftest import Backend
 
 

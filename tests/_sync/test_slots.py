@@ -16,13 +16,13 @@ import pytest
 from redis.crc import key_slot
 
 from redistate import Store
-from redistate._sync._client import Connection
-from redistate._sync.graph import Graph
+from redistate.adapters.langgraph.graph import GraphSpec
+from redistate.adapters.langgraph.threads import Graph
 from redistate.admin.backup_format import parse_entity
 from redistate.admin.backup_lines import import_call
-from redistate.graph import GraphSpec
-from redistate.mergelog import COMPACT_AT
-from redistate.scripts import names, script
+from redistate.core.connection import Connection
+from redistate.core.scripts import names, script
+from redistate.records.mergelog import COMPACT_AT
 from tests.conftest import Backend
 
 

@@ -5,10 +5,16 @@ from __future__ import annotations
 import pytest
 
 from redistate import Store
-from redistate.checkpoints import CheckpointSpec, Restored, check_keep, handoff, new_checkpoint_id
-from redistate.codec import JsonCodec
-from redistate.errors import InvalidId, StateTooLarge
-from redistate.keys import KeySpace
+from redistate.checkpoints.spec import (
+    CheckpointSpec,
+    Restored,
+    check_keep,
+    handoff,
+    new_checkpoint_id,
+)
+from redistate.core.codec import JsonCodec
+from redistate.core.errors import InvalidId, StateTooLarge
+from redistate.core.keys import KeySpace
 
 
 def test_the_issue_defaults() -> None:

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from redistate.codec import Codec, JsonCodec, to_json_value
-from redistate.errors import CodecError, RedistateError
+from redistate.core.codec import Codec, JsonCodec, to_json_value
+from redistate.core.errors import CodecError, RedistateError
 
 CODEC = JsonCodec()
 

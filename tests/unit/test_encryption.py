@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from redistate import EncryptedCodec, IntegrityError, JsonCodec
-from redistate.encryption import key_id
+from redistate.core.encryption import key_id
 
 K1, K2 = os.urandom(32), os.urandom(16)
 CTX = b"app:user:{u1}"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redistate.envelope import Envelope, frame, tail, unpack
-from redistate.errors import IntegrityError, RedistateError
+from redistate.core.envelope import Envelope, frame, tail, unpack
+from redistate.core.errors import IntegrityError, RedistateError
 
 
 def rec(version: int, expires: int, updated: int, schema: int, wid: str) -> bytes:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from redistate import kinds
-from redistate.erasure import entity_keys, entry, owner
-from redistate.errors import IntegrityError, InvalidId
-from redistate.keys import KeySpace
+from redistate.core import kinds
+from redistate.core.errors import IntegrityError, InvalidId
+from redistate.core.keys import KeySpace
+from redistate.records.erasure import entity_keys, entry, owner
 
 KEYS = KeySpace("ns")
 

@@ -7,8 +7,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
-from redistate.errors import InvalidId
-from redistate.keys import (
+from redistate.core.errors import InvalidId
+from redistate.core.keys import (
     MAX_ID_BYTES,
     RESERVED_KINDS,
     KeySpace,

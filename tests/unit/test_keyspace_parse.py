@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redistate.errors import InvalidId
-from redistate.keys import MAX_ID_BYTES, KeySpace, escape_id
+from redistate.core.errors import InvalidId
+from redistate.core.keys import MAX_ID_BYTES, KeySpace, escape_id
 
 
 def _truncate_utf8(text: str, limit: int = MAX_ID_BYTES) -> str:

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from redistate import kinds
-from redistate.keys import KeySpace
-from redistate.kinds import KINDS, RESERVED, Op, claim
+from redistate.core import kinds
+from redistate.core.keys import KeySpace
+from redistate.core.kinds import KINDS, RESERVED, Op, claim
 
 # Builders that return a pattern, parse a key or build from another key.
 NOT_BUILDERS = {"parse", "record_id", "record_pattern", "graph_pattern", "namespace_pattern",

@@ -8,11 +8,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redistate.codec import JsonCodec
-from redistate.envelope import Envelope, unpack
-from redistate.errors import IntegrityError
-from redistate.mergelog import COMPACT_AT, COMPACT_EVERY, fold, frame, frames, should_compact
-from redistate.mergepatch import merge_patch
+from redistate.core.codec import JsonCodec
+from redistate.core.envelope import Envelope, unpack
+from redistate.core.errors import IntegrityError
+from redistate.records.mergelog import (
+    COMPACT_AT,
+    COMPACT_EVERY,
+    fold,
+    frame,
+    frames,
+    should_compact,
+)
+from redistate.records.mergepatch import merge_patch
 
 KEY = "ns:user:{u}"
 CODEC = JsonCodec()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redistate.mergepatch import merge_patch
+from redistate.records.mergepatch import merge_patch
 
 # RFC 7386, Appendix A, every row: (original, patch, result).
 RFC_7386_EXAMPLES: list[tuple[Any, Any, Any]] = [

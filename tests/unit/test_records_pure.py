@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redistate._backoff import BASE, CAP, backoff_delay
-from redistate.codec import JsonCodec
-from redistate.errors import ConflictError, InvalidId, RedistateError, StateTooLarge
-from redistate.keys import KeySpace
-from redistate.records import (
+from redistate.core._backoff import BASE, CAP, backoff_delay
+from redistate.core.codec import JsonCodec
+from redistate.core.errors import ConflictError, InvalidId, RedistateError, StateTooLarge
+from redistate.core.keys import KeySpace
+from redistate.records.spec import (
     DEFAULT,
     MAX_TTL_SECONDS,
     Default,

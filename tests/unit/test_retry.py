@@ -9,8 +9,8 @@ import pytest
 from redis import exceptions as rex
 
 from redistate import RetryPolicy, StoreFull, StoreUnavailable
-from redistate._translate import translate
-from redistate.retry import is_transient
+from redistate.core._translate import translate
+from redistate.core.retry import is_transient
 
 
 @pytest.mark.parametrize(

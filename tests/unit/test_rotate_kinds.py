@@ -4,9 +4,9 @@ kind owns."""
 
 from __future__ import annotations
 
-from redistate import kinds
 from redistate.admin.rotate import HANDLERS
-from redistate.kinds import Op
+from redistate.core import kinds
+from redistate.core.kinds import Op
 
 
 def test_rotate_handles_exactly_the_kinds_rotation_applies_to() -> None:

@@ -5,16 +5,12 @@ documented ARGV order, every documented reply shape to the right named value, an
 from __future__ import annotations
 
 import re
-from importlib import resources
 from typing import Any
 
 import pytest
 
-from redistate._async import checkpoints as async_checkpoints
-from redistate._async import events as async_events
-from redistate._async import leases as async_leases
-from redistate._async import records as async_records
-from redistate.checkpoints import (
+from redistate.checkpoints import tasks_async as async_checkpoints
+from redistate.checkpoints.spec import (
     CheckpointDeleteArgs,
     CheckpointDeleteReply,
     CheckpointFindArgs,
@@ -26,14 +22,17 @@ from redistate.checkpoints import (
     LogStatus,
     SaveStatus,
 )
-from redistate.events import (
+from redistate.core.scripts import Parsed, _files, script
+from redistate.events import stream_async as async_events
+from redistate.events.spec import (
     AppendStatus,
     EventAppendArgs,
     EventAppendReply,
     EventTrimArgs,
     EventTrimReply,
 )
-from redistate.leases import (
+from redistate.leases import lease_async as async_leases
+from redistate.leases.spec import (
     LockAbandonArgs,
     LockAbandonReply,
     LockAcquireArgs,
@@ -43,7 +42,8 @@ from redistate.leases import (
     LockReleaseArgs,
     LockReleaseReply,
 )
-from redistate.records import (
+from redistate.records import collection_async as async_records
+from redistate.records.spec import (
     MergeStatus,
     PutStatus,
     RecordCompactArgs,
@@ -57,15 +57,14 @@ from redistate.records import (
     RecordTouchArgs,
     RecordTouchReply,
 )
-from redistate.scripts import Parsed, script
-from redistate.steps import StepRecordArgs, StepRecordReply
+from redistate.steps.spec import StepRecordArgs, StepRecordReply
 
 _ARGV_LINE = re.compile(r"^ARGV\[(\d+)\]\s+(.*)$", re.M)
 
 
 def header_argv(name: str) -> dict[int, str]:
     """ARGV index -> the first line of its description, from the script's header."""
-    text = resources.files("redistate").joinpath("lua").joinpath(f"{name}.lua").read_text("utf-8")
+    text = _files()[name].read_text("utf-8")
     header = text[: text.index("]]")]
     return {int(n): line for n, line in _ARGV_LINE.findall(header)}
 

@@ -5,22 +5,18 @@ from __future__ import annotations
 import hashlib
 import re
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
-from redistate import scripts
-from redistate.scripts import Script, script
-
-LUA_DIR = resources.files("redistate").joinpath("lua")
+from redistate.core import scripts
+from redistate.core.scripts import Script, script
 
 
 def _lua_files() -> dict[str, str]:
-    """Every ``.lua`` file shipped in the package: stem -> text."""
-    return {
-        entry.name[: -len(".lua")]: entry.read_text("utf-8")
-        for entry in LUA_DIR.iterdir()
-        if entry.name.endswith(".lua")
-    }
+    """Every ``.lua`` file shipped in the package (each folder's lua/): stem -> text."""
+    root = Path(str(resources.files("redistate")))
+    return {f.stem: f.read_text("utf-8") for f in root.rglob("lua/*.lua")}
 
 
 def _header(text: str) -> str:

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from redistate import RedistateWarning, UnsafeServer
-from redistate.server import (
+from redistate.core.server import (
     CONFIG_FIELDS,
     INFO_SECTIONS,
     check_server_check,

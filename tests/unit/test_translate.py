@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from redis import exceptions as rex
 
-from redistate._translate import describe, translate
-from redistate.errors import IntegrityError, PermissionDenied, RedistateError, StoreUnavailable
-from redistate.retry import is_transient
+from redistate.core._translate import describe, translate
+from redistate.core.errors import IntegrityError, PermissionDenied, RedistateError, StoreUnavailable
+from redistate.core.retry import is_transient
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from redistate.urls import Target, parse_url
+from redistate.core.urls import Target, parse_url
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,1 @@
+"""Agent-framework adapters, one folder per framework, each with a README."""

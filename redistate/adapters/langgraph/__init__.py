@@ -1,0 +1,1 @@
+"""The LangGraph checkpointer (public as redistate.langgraph): see README.md here."""

@@ -1,0 +1,135 @@
+"""LangGraph threads: the I/O of redistate.langgraph's saver (async source of truth).
+
+Each method is one script or command on one thread's slot; ``delete_runs`` and
+``threads`` visit every thread of the namespace (SCAN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from ...core.connection_async import AsyncConnection
+from ...core.errors import InvalidId
+from ...core.kinds import GRAPH_KEY
+from ...core.scripts import script
+from ...records.collection_async import register
+from ...records.erasure import entry
+from .graph import MAX_PAGE, GraphSpec, Stored
+
+__all__ = ["AsyncGraph"]
+
+_PUT = script("graph_put")
+_WRITES = script("graph_writes")
+_READ = script("graph_read")
+_REMOVE = script("graph_remove")
+_COPY = script("graph_copy")
+
+
+class AsyncGraph:
+    """The saver's storage: checkpoints, channel values and writes of threads."""
+
+    __slots__ = ("_conn", "spec")
+
+    def __init__(self, conn: AsyncConnection, spec: GraphSpec) -> None:
+        self._conn = conn
+        self.spec = spec
+
+    async def register(self, user: str, thread_id: str) -> None:
+        """Add the thread to ``user``'s index, before the write it registers."""
+        await register(self._conn, self.spec.keys, user, entry(GRAPH_KEY, thread_id))
+
+    async def put(
+        self,
+        thread_id: str,
+        member: bytes,
+        packed: bytes,
+        run_id: bytes,
+        refs: Sequence[bytes],
+        blobs: Sequence[tuple[bytes, bytes]],
+        delta: bool,
+        guard: str,
+        lease: Any = None,
+    ) -> int:
+        """graph_put; returns how many old checkpoints the history cap removed."""
+        keys = self.spec.thread_keys(thread_id)
+        flat = [value for pair in blobs for value in pair]
+        ttl, keep = self.spec.ttl_ms, self.spec.keep
+        args = (member, packed, run_id, ttl, guard, keep, int(delta), len(refs))
+        reply = await self._conn.script(_PUT, keys, (*args, *refs, *flat), lease=lease)
+        return int(reply)
+
+    async def put_writes(
+        self,
+        thread_id: str,
+        member: bytes,
+        writes: Sequence[tuple[bytes, bool, bytes]],
+        guard: str,
+        lease: Any = None,
+    ) -> int:
+        """graph_writes: (field suffix, replaces, packed write) each."""
+        keys = self.spec.thread_keys(thread_id)
+        flat = [v for suffix, replace, packed in writes for v in (suffix, int(replace), packed)]
+        args = (member, self.spec.ttl_ms, guard, *flat)
+        return int(await self._conn.script(_WRITES, keys, args, lease=lease))
+
+    async def read(
+        self, thread_id: str, upper: bytes, lower: bytes, count: int
+    ) -> list[tuple[bytes, Stored]]:
+        """Up to ``count`` checkpoints from ``upper`` down to ``lower``, newest first."""
+        keys = self.spec.own_keys(thread_id)
+        reply = await self._conn.script(_READ, keys, (upper, lower, min(count, MAX_PAGE)))
+        return [self.spec.stored(entry) for entry in reply]
+
+    async def pages(
+        self, thread_id: str, upper: bytes, lower: bytes, size: int = 100
+    ) -> AsyncIterator[tuple[bytes, Stored]]:
+        """Every checkpoint from ``upper`` down to ``lower``, read ``size`` at a time
+        (a list with a limit and nothing to filter reads no more than it returns)."""
+        while True:
+            page = await self.read(thread_id, upper, lower, size)
+            for item in page:
+                yield item
+            if len(page) < size:
+                return
+            upper = self.spec.after(page[-1][0])
+
+    async def keep_latest(self, thread_id: str) -> bool:
+        """Only the newest checkpoint of each namespace stays; False (nothing removed)
+        for a thread that uses a DeltaChannel."""
+        keys = self.spec.own_keys(thread_id)
+        return int(await self._conn.script(_REMOVE, keys, ("latest",))) >= 0
+
+    async def delete_runs(self, run_ids: Sequence[bytes]) -> int:
+        """Every checkpoint of these runs, in every thread of the namespace (one script
+        per thread: the runs are indexed inside each thread, in its slot)."""
+        removed = 0
+        async for thread_id in self.threads():
+            keys = self.spec.own_keys(thread_id)
+            removed += int(await self._conn.script(_REMOVE, keys, ("runs", *run_ids)))
+        return removed
+
+    async def delete(self, thread_id: str) -> int:
+        """Every key of the thread (one DEL: they share a slot)."""
+        keys = self.spec.own_keys(thread_id)
+        return int(await self._conn.idempotent("DEL", *keys))
+
+    async def copy(self, source: str, target: str) -> int:
+        """Checkpoints of ``source`` that ``target`` lacks, added to it (two threads, two
+        slots: read in one step, written in one step). Returns how many."""
+        dump = await self._conn.script(_COPY, self.spec.own_keys(source), ("dump",))
+        cp, blobs, writes = (list(part) for part in dump)
+        if not cp:
+            return 0
+        args = ("load", self.spec.ttl_ms, len(cp) // 2, len(blobs) // 2, *cp, *blobs, *writes)
+        return int(await self._conn.script(_COPY, self.spec.own_keys(target), args))
+
+    async def threads(self) -> AsyncIterator[str]:
+        """Every thread of the namespace (SCAN on every primary)."""
+        async for key in self._conn.scan(self.spec.keys.graph_pattern()):
+            try:
+                kind, thread_id, part = self.spec.keys.parse(key)
+            except InvalidId:
+                continue
+            if kind == GRAPH_KEY and part == "idx":
+                yield thread_id

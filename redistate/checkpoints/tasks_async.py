@@ -1,0 +1,304 @@
+"""Task checkpoints: capped history, integrity, recovery (async source of truth)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..core.connection_async import AsyncConnection
+from ..core.durability import Durability
+from ..core.errors import ConflictError
+from ..core.kinds import TASK_KEY
+from ..core.scripts import script
+from ..records.collection_async import register
+from ..records.erasure import entry
+from ..records.spec import DEFAULT, TTL, Default
+from ..steps.spec import Step, StepRecordArgs, StepRecordReply, StepSpec
+from .spec import (
+    Checkpoint,
+    CheckpointDeleteArgs,
+    CheckpointDeleteReply,
+    CheckpointFindArgs,
+    CheckpointFindReply,
+    CheckpointLogReply,
+    CheckpointSaveReply,
+    CheckpointSpec,
+    LogStatus,
+    Restored,
+    SaveStatus,
+    Verification,
+    check_id,
+    handoff,
+    new_checkpoint_id,
+)
+
+__all__ = ["AsyncCheckpoints"]
+
+_SAVE = script("checkpoint_save").replying(CheckpointSaveReply.parse)
+_LOG = script("checkpoint_log").replying(CheckpointLogReply.parse)
+_FIND = script("checkpoint_find").replying(CheckpointFindReply.parse)
+_DELETE = script("checkpoint_delete").replying(CheckpointDeleteReply.parse)
+_STEP = script("step_record").replying(StepRecordReply.parse)
+_SEAL_ATTEMPTS = 16  # a sealed delta resent for a newer checkpoint, at most this often
+
+
+class AsyncCheckpoints:
+    """``store.checkpoints``: snapshots of a task's state at each milestone.
+
+    Every call is one round trip: a script for writes and lookups by id, MULTI/EXEC
+    for reads (``restore`` takes a second one only to fall back past damage). The
+    history is capped at ``keep`` checkpoints; ``log`` appends merge patches after the
+    newest; ``restore`` rebuilds the state from the newest checkpoint that is intact.
+    """
+
+    __slots__ = ("_conn", "_snapshots", "spec", "step_spec")
+
+    def __init__(self, conn: AsyncConnection, spec: CheckpointSpec) -> None:
+        self._conn = conn
+        self.spec = spec
+        self.step_spec = StepSpec(spec.codec, max_bytes=spec.max_bytes, signing=spec.signing)
+        # With signing keys, the newest checkpoint of each task this store last saw: a
+        # delta is sealed for the checkpoint it follows, in one round trip when known.
+        self._snapshots: dict[str, str] = {}
+
+    def _snapshot(self, task_id: str, checkpoint_id: str) -> None:
+        if self.spec.signing is None:
+            return
+        if len(self._snapshots) >= 4096:  # cleared when full: a miss costs one resend
+            self._snapshots.clear()
+        self._snapshots[task_id] = checkpoint_id
+
+    async def steps(self, task_id: str) -> list[Step]:
+        """The task's recorded durable steps (``run.step``), in the order they started:
+        status, timing, fence, result or error. One HGETALL.
+
+        Raises:
+            IntegrityError: a record is damaged.
+        """
+        return list((await self._steps(task_id)).values())
+
+    async def _steps(self, task_id: str) -> dict[str, Step]:
+        key = self.spec.keys.task_steps(task_id)
+        return self.step_spec.steps(key, await self._conn.hgetall(key))
+
+    async def _record_step(
+        self, task_id: str, name: str, record: bytes, lease: Any
+    ) -> bytes | None:
+        """step_record: one guarded script (LockLost once another owner holds the task),
+        WAITed for like a save under ``durability="replicated"``. Returns the result
+        already recorded for the step (a result is final), or None when written."""
+        keys, guard = self.spec.guarded_keys(task_id, lease)
+        args = StepRecordArgs(name, record, guard, self.spec.ttl_ms).argv()
+        step_keys = (keys[5], keys[0], keys[3], keys[2])
+        replicas = self._conn.replicas(None)
+        reply = await self._conn.script(_STEP, step_keys, args, replicas=replicas, lease=lease)
+        return reply.existing
+
+    async def save(
+        self,
+        task_id: str,
+        state: Any,
+        *,
+        phase: str | None = None,
+        progress: float | None = None,
+        metadata: dict[str, Any] | None = None,
+        checkpoint_id: str | None = None,
+        keep: int | None = None,
+        ttl: TTL = DEFAULT,
+        lease: Any = None,
+        durability: Durability | None = None,
+        user: str | None = None,
+    ) -> Checkpoint:
+        """Push a checkpoint and trim the history to ``keep``, in one step.
+
+        Saving an id that is already in the history (a retried call) changes nothing
+        and returns the stored checkpoint; an id saved within the retry memory and gone
+        from the history since (deleted, trimmed) is not saved again either, and comes
+        back as sent with ``seq`` 0. With ``lease=`` (a lease named ``task_id``)
+        the save is guarded: refused with LockLost, in the same step, unless the lease
+        still holds the lock; its fence is recorded in the checkpoint.
+
+        ``keep`` caps the history for this call; ``ttl`` (seconds, or None for no
+        expiry) applies to every key of the task, the store's ``task_ttl`` by default.
+        ``user=`` registers the task to that user first (one more round trip), so
+        ``store.users.erase(user)`` deletes it.
+
+        Raises:
+            StateTooLarge: the state's and metadata's JSON are over ``max_bytes``.
+            CodecError: the state is not JSON-serializable.
+            InvalidId: a malformed task or checkpoint id.
+            TypeError, ValueError: a malformed phase, progress, metadata, keep or fence.
+            IntegrityError: a resend found the stored checkpoint damaged.
+            LockLost: ``lease`` no longer holds the lock.
+        """
+        keys, guard = self.spec.guarded_keys(task_id, lease)
+        cid = new_checkpoint_id() if checkpoint_id is None else check_id(checkpoint_id)
+        blob, digest, stored_meta = self.spec.blob(keys[0], cid, state, phase, progress, metadata)
+        fence = getattr(lease, "fence", None) if lease is not None else None
+        ttl_ms = self.spec.write_ttl(ttl)
+        memory_ms = self._conn.memory_ms
+        given = checkpoint_id is not None
+        args = self.spec.save_args(cid, blob, keep, ttl_ms, fence, guard, memory_ms, given)
+        replicas = self._conn.replicas(durability)
+        if user is not None:
+            await register(self._conn, self.spec.keys, user, entry(TASK_KEY, task_id))
+        reply = await self._conn.script(_SAVE, keys, args.argv(), replicas=replicas, lease=lease)
+        self._snapshot(task_id, cid)
+        if reply.status is SaveStatus.SAVED:
+            return self.spec.saved(
+                task_id, reply.entry, state, phase, progress, stored_meta, digest
+            )
+        if reply.status is SaveStatus.GONE:  # resent, and no longer in the history
+            return self.spec.saved_earlier(
+                task_id, cid, fence, state, phase, progress, stored_meta, digest
+            )
+        return self.spec.checkpoint(task_id, keys[0], reply.entry, reply.blob)  # the stored one
+
+    async def log(
+        self,
+        task_id: str,
+        delta: Any,
+        *,
+        delta_id: str | None = None,
+        ttl: TTL = DEFAULT,
+        lease: Any = None,
+        durability: Durability | None = None,
+    ) -> int:
+        """Append a merge patch (a dict) after the newest checkpoint; returns how many
+        the log holds. A resend of a delta (same ``delta_id``) is applied once. The log
+        keeps the task's expiry unless ``ttl=`` sets a new one for every key of the task.
+
+        With signing keys the delta is sealed for the newest checkpoint, which the
+        script checks: a store that has not seen the task's newest checkpoint is told
+        which it is and sends the delta once more.
+
+        Raises:
+            RedistateError: the log is full (``max_deltas``): save a checkpoint.
+            TypeError: ``delta`` is not a dict.
+            LockLost: ``lease`` (a lease named ``task_id``) no longer holds the lock.
+            ConflictError: (signing keys) checkpoints kept being saved meanwhile.
+        """
+        keys, guard = self.spec.guarded_keys(task_id, lease)
+        did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
+        follow = isinstance(ttl, Default)  # keep the task's current expiry
+        ttl_ms = self.spec.write_ttl(ttl)
+        replicas = self._conn.replicas(durability)
+        snapshot = self._snapshots.get(task_id, "")
+        for _ in range(_SEAL_ATTEMPTS):
+            blob = self.spec.delta_blob(keys[2], did, delta, snapshot)
+            memory_ms = self._conn.memory_ms
+            args = self.spec.log_args(did, blob, ttl_ms, follow, guard, memory_ms, snapshot)
+            reply = await self._conn.script(_LOG, keys, args.argv(), replicas=replicas, lease=lease)
+            if reply.status is not LogStatus.RESEAL:
+                self._snapshot(task_id, snapshot)
+                return reply.length
+            snapshot = reply.snapshot
+        raise ConflictError(keys[2], -1, -1)
+
+    async def latest(self, task_id: str) -> Checkpoint | None:
+        """The newest checkpoint, or None.
+
+        Raises:
+            IntegrityError: it is damaged (``restore()`` falls back to an older one).
+        """
+        history = await self.history(task_id, limit=1)
+        return history[0] if history else None
+
+    async def history(self, task_id: str, limit: int | None = None) -> list[Checkpoint]:
+        """Checkpoints newest first, at most ``limit``.
+
+        Raises:
+            IntegrityError: one of them is damaged.
+        """
+        keys = self.spec.task_keys(task_id)
+        count = 0 if limit is None else limit
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
+        if limit == 0:
+            return []
+        return self.spec.history(task_id, keys[0], await self._read(keys, count, deltas=False))
+
+    async def latest_many(self, task_ids: Iterable[str]) -> dict[str, Checkpoint | None]:
+        """The newest checkpoint of each task (None for a task without one), keyed by
+        task id in the order given: one MULTI/EXEC on a single server, one per task on
+        a cluster (a transaction cannot span slots).
+
+        Raises:
+            InvalidId: a malformed task id (before anything is read).
+            IntegrityError: one of them is damaged.
+            TypeError: ``task_ids`` is a single str.
+        """
+        if isinstance(task_ids, (str, bytes)):
+            raise TypeError(
+                f"task_ids must be an iterable of ids, not one {type(task_ids).__name__}"
+            )
+        wanted = {task: self.spec.task_keys(task) for task in task_ids}
+        found: dict[str, Checkpoint | None] = {}
+        if self._conn.one_server and wanted:
+            ranges = [(k, 0, 0) for keys in wanted.values() for k in (keys[1], keys[0])]
+            lists = await self._conn.lranges(*ranges)
+            replies = [[lists[2 * n], lists[2 * n + 1]] for n in range(len(wanted))]
+        else:
+            replies = [await self._read(keys, 1, deltas=False) for keys in wanted.values()]
+        for (task, keys), reply in zip(wanted.items(), replies, strict=True):
+            history = self.spec.history(task, keys[0], reply)
+            found[task] = history[0] if history else None
+        return found
+
+    async def _read(self, keys: tuple[str, str, str], count: int, *, deltas: bool) -> list[Any]:
+        """The newest ``count`` entries and blobs (0: all), and the delta log if asked:
+        one MULTI/EXEC, so blobs are not copied through Lua."""
+        last = count - 1
+        ranges = [(keys[1], 0, last), (keys[0], 0, last)]
+        if deltas:
+            ranges.append((keys[2], 0, -1))
+        reply: list[Any] = await self._conn.lranges(*ranges)
+        return reply if deltas else [*reply, []]
+
+    async def get(self, task_id: str, checkpoint_id: str) -> Checkpoint | None:
+        """The checkpoint with this id, if the history still holds it.
+
+        Raises:
+            IntegrityError: it is damaged.
+        """
+        keys = self.spec.task_keys(task_id)
+        args = CheckpointFindArgs(check_id(checkpoint_id)).argv()
+        reply = await self._conn.script(_FIND, keys[:2], args)
+        found = self.spec.history(task_id, keys[0], (reply.entries, reply.blobs))
+        return found[0] if found else None
+
+    async def restore(self, task_id: str) -> Restored | None:
+        """The newest intact checkpoint plus the deltas logged after it (None for an
+        unknown task). Damaged checkpoints and deltas are skipped and listed."""
+        keys = self.spec.task_keys(task_id)
+        restored = self.spec.restored(task_id, keys[0], await self._read(keys, 1, deltas=True))
+        if restored is not None and restored.checkpoint is None and restored.skipped:
+            # The newest is damaged: only now read the whole history to fall back.
+            restored = self.spec.restored(task_id, keys[0], await self._read(keys, 0, deltas=True))
+        if restored is not None and restored.checkpoint is not None and restored.complete:
+            self._snapshot(task_id, restored.checkpoint.id)  # the newest: deltas follow it
+        return restored
+
+    async def verify(self, task_id: str) -> Verification:
+        """Check the digest of every checkpoint the task's history holds and of every
+        delta in its log (``restore`` skips damaged ones; this lists them)."""
+        keys = self.spec.task_keys(task_id)
+        return self.spec.verification(task_id, keys[0], await self._read(keys, 0, deltas=True))
+
+    async def handoff(self, task_id: str) -> str:
+        """A short markdown summary (SESSION-STATE.md style) of where the task stands,
+        with its last completed and any interrupted step."""
+        restored = await self.restore(task_id)
+        return handoff(task_id, restored, list((await self._steps(task_id)).values()))
+
+    async def delete(
+        self, task_id: str, *, lease: Any = None, durability: Durability | None = None
+    ) -> bool:
+        """Remove every key of the task; True if it had any (a resend reports what the
+        first send did). With ``lease=`` the delete is guarded (LockLost, and nothing
+        deleted, unless the lease still holds)."""
+        keys, guard = self.spec.guarded_keys(task_id, lease)
+        args = CheckpointDeleteArgs(guard, new_checkpoint_id(), self._conn.memory_ms).argv()
+        replicas = self._conn.replicas(durability)
+        reply = await self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
+        return reply.deleted

@@ -1,0 +1,57 @@
+"""Build the redis-py client a store URL names (async source of truth)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from redis import exceptions as rex
+from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
+from redis.backoff import NoBackoff
+
+from ._translate import first_contact, translate
+from .urls import parse_url
+
+__all__ = ["client_for"]
+
+
+def client_for(
+    url: str, timeout: float, options: dict[str, Any]
+) -> tuple[Redis | RedisCluster, list[Any]]:
+    """(client, other clients the store must close with it) for ``url``: a Redis, a
+    RedisCluster over its startup nodes, or a Sentinel service's primary.
+
+    ``timeout`` bounds connecting and each reply, on data nodes and sentinels alike;
+    redis-py's own retries are off (the store retries). ``options`` go to redis-py.
+    """
+    target = parse_url(url)
+    timeouts: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    credentials: dict[str, Any] = {"username": target.username, "password": target.password}
+    # What the caller passes wins over what the URL and the defaults say.
+    if target.kind == "standalone":
+        client = Redis.from_url(url, **{**timeouts, "retry": Retry(NoBackoff(), 0), **options})
+        return client, []
+    if target.kind == "cluster":
+        node: Any = ClusterNode  # untyped in redis-py's sync flavour
+        nodes = [node(host, port) for host, port in target.hosts]
+        merged = {**credentials, **timeouts, "ssl": target.tls, **options}
+        try:  # a sync RedisCluster connects here, when it is built
+            return RedisCluster(startup_nodes=nodes, **merged), []
+        except rex.RedisClusterException as exc:
+            address = "cluster " + ",".join(f"{host}:{port}" for host, port in target.hosts)
+            raise first_contact(exc, address) or translate(exc, address) from exc
+    sentinel_options = {**timeouts, **options.pop("sentinel_kwargs", {})}
+    sentinels: Any = Sentinel  # untyped in redis-py
+    sentinel = sentinels(list(target.hosts), sentinel_kwargs=sentinel_options, **timeouts)
+    assert target.service is not None  # parse_url requires it for sentinel URLs
+    merged = {
+        **credentials,
+        "db": target.db,
+        "ssl": target.tls,
+        "retry": Retry(NoBackoff(), 0),
+        **options,
+    }
+    primary = sentinel.master_for(target.service, **merged)
+    return cast("Redis", primary), list(sentinel.sentinels)

@@ -1,0 +1,731 @@
+"""The only place that talks to redis-py: commands, scripts, retries, error translation."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar, cast, overload
+
+from redis import exceptions as rex
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_random_exponential,
+)
+
+from ._io import async_confirm, async_initialize, async_lock, async_lost
+from ._translate import ERRORS, describe, first_contact, translate, unavailable
+from .durability import DEFAULT as DEFAULT_DURABILITY
+from .durability import Durability, check_durability, check_replica_timeout
+from .errors import LockLost, NotReplicated
+from .retry import RetryPolicy, is_transient
+from .scripts import Parsed, Reply, Script, script
+from .server import (
+    CONFIG_FIELDS,
+    INFO_SECTIONS,
+    ServerCheck,
+    ServerFacts,
+    check_server_check,
+    embedded_facts,
+    judge,
+    parse_facts,
+)
+
+__all__ = ["AsyncConnection"]
+
+
+def _node_options(cluster: Any) -> dict[str, Any]:
+    """The cluster's connection options (credentials, timeouts, TLS…) for a plain client
+    of one of its nodes: every option the plain client takes, TLS included."""
+    kwargs: dict[str, Any] = dict(cluster.nodes_manager.connection_kwargs)
+    accepted = inspect.signature(Redis.__init__).parameters
+    options = {k: v for k, v in kwargs.items() if k in accepted and k not in ("host", "port")}
+    connection_class = kwargs.get("connection_class")
+    if connection_class is not None and "SSL" in connection_class.__name__:
+        options["ssl"] = True  # some cluster clients keep TLS as their connection class
+    options["retry"] = Retry(NoBackoff(), 0)
+    options["decode_responses"] = False
+    return options
+
+
+_READ_LISTS = script("read_lists")
+R = TypeVar("R", bound=Reply)
+# Loads of a script per call after NOSCRIPT, at most. A SCRIPT FLUSH (or a restart)
+# can land between a load and the resend: each costs one more load; this many in a row
+# means something flushes faster than we load (an error then, not a loop).
+_RELOADS = 5
+
+# try/except rather than a context manager: free on the happy path, which is every call.
+
+
+class AsyncConnection:
+    """A redis-py client (standalone, Sentinel master or Cluster), the scripts it runs
+    and the store's retry policy. One per store; the store owns and closes the client.
+
+    Every call is tried once; a transient failure hands it to :meth:`_recover`, which
+    sends it again under the policy. Scripts are safe to send again: each write
+    carries an id the server remembers for ``memory_ms`` (0 when never retrying).
+    """
+
+    __slots__ = (
+        "_check",
+        "_check_lock",
+        "_checked",
+        "_embedded",
+        "_lock",
+        "_nodes",
+        "_replicas",
+        "_too_long",
+        "_unready",
+        "address",
+        "client",
+        "durability",
+        "memory_ms",
+        "policy",
+        "recovered",
+        "resends",
+        "timeout",
+        "wait_ms",
+    )
+
+    def __init__(
+        self,
+        client: Redis | RedisCluster,
+        policy: RetryPolicy | None = None,
+        durability: Durability = DEFAULT_DURABILITY,
+        replica_timeout: float = 1.0,
+        server_check: ServerCheck = "warn",
+    ) -> None:
+        if not isinstance(client, Redis | RedisCluster):
+            raise TypeError(
+                f"AsyncConnection needs a redis.asyncio.Redis or RedisCluster client, "
+                f"got {type(client).__module__}.{type(client).__qualname__}"
+            )
+        if client.get_encoder().decode_responses:
+            raise ValueError(
+                "redistate needs a client with decode_responses=False: stored values are bytes"
+            )
+        self.client = client
+        self.address = describe(client)
+        # One layer of retries: redis-py's would resend a script behind our back and
+        # multiply with ours.
+        client.set_retry(Retry(NoBackoff(), 0))
+        # Blocking waits must end before the socket read times out. The options live
+        # on the pool, on a cluster client itself, or on a cluster's node manager.
+        holders = (
+            getattr(client, "connection_pool", None),
+            client,
+            getattr(client, "nodes_manager", None),
+        )
+        kwargs: dict[str, Any] = next(
+            (k for h in holders if isinstance(k := getattr(h, "connection_kwargs", None), dict)),
+            {},
+        )
+        self.timeout: float | None = kwargs.get("socket_timeout")
+        self.policy = RetryPolicy() if policy is None else policy
+        self.memory_ms = self.policy.memory_ms(self.timeout)
+        self.resends = 0  # tries after a transient failure, for tests and metrics
+        self.recovered = 0  # calls that succeeded only on a later try
+        # The server check runs before the first command (a constructor cannot do
+        # I/O); the embedded fakeredis never evicts, so it is not asked.
+        self._embedded = type(client).__module__.startswith("fakeredis")
+        self._check: ServerCheck = check_server_check(server_check)
+        if self._embedded:
+            self._check = "off"
+        self._checked = False
+        # Until the first contact succeeds (see _ready) every call goes there first.
+        self._unready = not self._embedded
+        self._lock = async_lock()
+        self._check_lock = async_lock()
+        self._nodes: dict[str, Redis] = {}
+        self.durability = durability
+        self._replicas = check_durability(durability)
+        self.wait_ms = check_replica_timeout(replica_timeout)
+        # The socket must outlast WAIT, or it would time out first and the write be
+        # resent blind: refused for replicated writes (at once if they are the default).
+        self._too_long: str | None = None
+        if self.timeout and self.wait_ms >= self.timeout * 1000:
+            self._too_long = (
+                f"replica_timeout {replica_timeout!r} s must be below the client's socket "
+                f"timeout of {self.timeout:g} s"
+            )
+        self.replicas(None)
+
+    def replicas(self, durability: str | None) -> int:
+        """Replicas a write must reach: the store's default, or ``durability``'s.
+
+        Raises:
+            ValueError: a replicated write, and a replica_timeout the socket would not
+                wait for.
+        """
+        replicas = self._replicas if durability is None else check_durability(durability)
+        if replicas and self._too_long:
+            raise ValueError(self._too_long)
+        return replicas
+
+    async def _ready(self) -> None:
+        """The store's first contact, before its first command: a cluster learns its
+        topology, and the servers are checked (``server_check``), or with the check off
+        one server is sent TIME (which the namespace's ACL allows: the scripts call it).
+        A failure no retry cures is raised at once (a refused connection: nothing
+        listens at the address; a TLS certificate failure; no startup node answers):
+        while ``_unready``, _recover asks first_contact. Until it succeeds every command
+        comes here first; after, a refused connection is transient (a restarting
+        server), and the hot path pays one attribute test."""
+        try:
+            if isinstance(self.client, RedisCluster):
+                await async_initialize(self.client, self._lock)
+            elif self._check == "off":
+                await self._contact()
+        except (*ERRORS, rex.RedisClusterException) as exc:
+            raise first_contact(exc, self.address) or translate(exc, self.address) from exc
+        if self._check != "off":
+            async with self._check_lock:
+                if not self._checked:
+                    judge(await self.server_facts(), self._check)  # UnsafeServer if strict
+                    self._checked = True
+        self._unready = False
+
+    async def _contact(self) -> None:
+        call = functools.partial(self.client.execute_command, "TIME")
+        started = time.monotonic()
+        try:
+            await call()
+        except ERRORS as exc:
+            await self._recover(exc, call, started)
+
+    async def server_facts(self) -> list[ServerFacts]:
+        """Each server's eviction, persistence and replication facts, read now (a
+        cluster: every primary): one pipeline per server, retried like a read."""
+        if self._embedded:
+            return [embedded_facts(self.address)]
+        targets: list[tuple[str, Redis]] = []
+        if isinstance(self.client, RedisCluster):
+            await async_initialize(self.client, self._lock)
+            cluster: Any = self.client  # partly untyped in redis-py's sync flavour
+            for node in cluster.get_primaries():
+                targets.append((f"{node.host}:{node.port}", self._primary_client(node)))
+        else:
+            targets.append((await self._primary_address(), self.client))
+        found = []
+        for address, client in targets:
+            call = functools.partial(self._facts_of, client, address)
+            started = time.monotonic()
+            try:
+                found.append(await call())
+            except ERRORS as exc:
+                found.append(await self._recover(exc, call, started))
+        return found
+
+    async def _primary_address(self) -> str:
+        """The address, and for a Sentinel service the primary it names now."""
+        pool: Any = getattr(self.client, "connection_pool", None)
+        if not hasattr(pool, "get_master_address"):
+            return self.address
+        try:
+            host, port = await pool.get_master_address()
+        except ERRORS:
+            return self.address  # the facts' own call reports what is wrong
+        return f"{self.address} (primary {host}:{port})"
+
+    @staticmethod
+    async def _facts_of(client: Redis, address: str) -> ServerFacts:
+        # raise_on_error=False: a denied (NOPERM) or renamed (unknown command) CONFIG or
+        # INFO is a fact, not a failure; only a transient error is retried.
+        async with client.pipeline(transaction=False) as pipe:
+            queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
+            for name in CONFIG_FIELDS:
+                queue("CONFIG", "GET", name)
+            for section in INFO_SECTIONS:
+                queue("INFO", section)
+            replies = await pipe.execute(raise_on_error=False)
+        for reply in replies:
+            if isinstance(reply, Exception) and is_transient(reply):
+                raise reply
+        return parse_facts(address, replies)
+
+    async def _recover(
+        self,
+        first: BaseException,
+        call: Callable[[], Any],
+        started: float,
+        budget: float | None = None,
+        command: str = "",
+    ) -> Any:
+        """Try ``call`` again after its first try (sent at ``started``, monotonic) failed
+        with ``first``; translate what finally fails. No try starts later than the
+        policy's deadline, or ``budget``, after the first was sent: that bounds how
+        late a resend can come, which the write memory must cover. ``command`` names
+        the call in an ACL denial whose message names none (a denied key)."""
+        policy = self.policy
+        if self._unready:  # first contact: a wrong address or CA is not retried
+            fatal = first_contact(first, self.address)
+            if fatal is not None:
+                raise fatal from first
+        if not (policy.retries and is_transient(first)):
+            raise translate(first, self.address, command) from first
+        deadline = policy.deadline if budget is None else min(policy.deadline, budget)
+        remaining = deadline - (time.monotonic() - started)
+        if remaining <= 0:
+            raise unavailable(first, self.address, 1, time.monotonic() - started) from first
+        tries = 1
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(policy.attempts - 1) | stop_before_delay(remaining),
+            wait=wait_random_exponential(multiplier=policy.base, max=policy.cap),
+            retry=retry_if_exception(is_transient),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    tries += 1
+                    self.resends += 1
+                    result = await call()
+            self.recovered += 1
+            return result
+        except ERRORS as exc:
+            if is_transient(exc):
+                raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
+            raise translate(exc, self.address, command) from exc
+
+    @overload
+    async def script(
+        self,
+        script: Parsed[R],
+        keys: Sequence[str],
+        args: Sequence[Any],
+        budget: float | None = None,
+        replicas: int = 0,
+        lease: Any = None,
+    ) -> R: ...
+
+    @overload
+    async def script(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        budget: float | None = None,
+        replicas: int = 0,
+        lease: Any = None,
+    ) -> Any: ...
+
+    async def script(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        budget: float | None = None,
+        replicas: int = 0,
+        lease: Any = None,
+    ) -> Any:
+        """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
+        load it and send it again: two extra round trips, once per server, and two more
+        for each flush between the load and the resend (_RELOADS loads at most). ``budget``
+        (seconds) shortens the retry deadline for this call. With ``replicas``, WAIT for
+        that many replicas (at most the store's replica_timeout) in the same round trip.
+        ``lease``: the lease guarding the write. Nothing is sent past its local
+        deadline, and a LockLost reply marks it lost at once. Returns the reply as
+        ``script.read`` makes it (parsed, for a script made with ``replying``); only one
+        that ``script.wrote`` is waited for.
+
+        Raises:
+            NotReplicated: fewer replicas confirmed the write in time.
+            LockLost: ``lease`` is lost, past its deadline, or the script refused it.
+        """
+        if lease is not None:
+            await async_confirm(lease)
+        if self._unready:
+            await self._ready()
+        call = (
+            functools.partial(self._evalsha_wait, script, keys, args, replicas, self.wait_ms)
+            if replicas
+            else functools.partial(self._evalsha, script, keys, args)
+        )
+        started = time.monotonic()
+        try:
+            return await call()
+        except ERRORS as exc:
+            try:
+                return await self._recover(exc, call, started, budget, "evalsha")
+            except LockLost:
+                if lease is not None:  # the first to learn it: guarded writes stop now
+                    await async_lost(lease)
+                raise
+
+    async def _evalsha_wait(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, wait_ms: int
+    ) -> Any:
+        # WAIT counts the writes of its own connection: it must follow the script on the
+        # same one, so a pipeline (on a cluster: to the node that owns the keys).
+        client = await self._node_client(keys[0])
+        try:
+            for loads in range(_RELOADS + 1):
+                async with client.pipeline(transaction=False) as pipe:
+                    queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
+                    queue("EVALSHA", script.sha, len(keys), *keys, *args)
+                    queue("WAIT", replicas, wait_ms)
+                    reply, acked = await pipe.execute(raise_on_error=False)
+                if not isinstance(reply, rex.NoScriptError) or loads == _RELOADS:
+                    break
+                await client.script_load(script.source)
+        except ERRORS:
+            await self._relearn(keys[0])  # the node may be gone: a failover
+            raise
+        if isinstance(reply, Exception) and is_transient(reply):
+            await self._relearn(keys[0])  # MOVED, READONLY...: the slot has a new owner
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(acked, Exception):
+            raise acked
+        parsed = script.read(reply)
+        if int(acked) < replicas and script.wrote(parsed):
+            raise NotReplicated(
+                f"{keys[0]!r} was written on the primary at {self.address} but "
+                f"{int(acked)} of {replicas} replica(s) confirmed it within {wait_ms} ms: "
+                f"the write may still exist, and a failover may lose it"
+            )
+        return parsed
+
+    async def _relearn(self, key: str) -> None:
+        """After a replicated write met a dead node or a redirection: forget the plain
+        client and let the cluster client find the key's owner again (its own command
+        follows MOVED or re-reads the topology after a connection error), so the retry
+        goes to the new primary."""
+        if not isinstance(self.client, RedisCluster):
+            return
+        cluster: Any = self.client
+        stale = self._nodes.pop(cluster.get_node_from_key(key).name, None)
+        try:
+            if stale is not None:
+                await stale.aclose()
+            await cluster.execute_command("EXISTS", key)
+        except ERRORS:
+            pass  # the retry that follows reports what is still wrong
+
+    async def _node_client(self, key: str) -> Redis:
+        """The client itself, or on a cluster a plain client of the key's primary."""
+        if not isinstance(self.client, RedisCluster):
+            return self.client
+        cluster: Any = self.client
+        return self._primary_client(cluster.get_node_from_key(key))
+
+    def _primary_client(self, node: Any) -> Redis:
+        """A plain client of one cluster node, kept until it fails (see _relearn)."""
+        found = self._nodes.get(node.name)
+        if found is None:
+            found = self._nodes[node.name] = Redis(
+                host=node.host, port=node.port, **_node_options(self.client)
+            )
+        return found
+
+    async def _evalsha(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        # execute_command directly: the same wire call as evalsha(), fewer Python frames.
+        execute: Any = self.client.execute_command
+        try:
+            reply = await execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except rex.NoScriptError:
+            reply = await self._reloaded(script, keys, args)
+        return script.read(reply)
+
+    async def _reloaded(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """EVALSHA after NOSCRIPT: load the script and send it again, and again if it
+        was flushed in between, at most _RELOADS times."""
+        execute: Any = self.client.execute_command
+        for loads in range(1, _RELOADS + 1):
+            await self.client.script_load(script.source)
+            try:
+                return await execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            except rex.NoScriptError:
+                if loads == _RELOADS:  # flushed after every load: give up
+                    raise
+
+    async def get(self, key: str) -> bytes | None:
+        if self._unready:
+            await self._ready()
+        started = time.monotonic()
+        try:
+            # decode_responses is refused in __init__, so replies are bytes.
+            return cast("bytes | None", await self.client.get(key))
+        except ERRORS as exc:
+            reply = await self._recover(exc, lambda: self.client.get(key), started, None, "get")
+            return cast("bytes | None", reply)
+
+    async def gets(self, keys: Sequence[str]) -> list[bytes | None]:
+        """GET each key in one pipeline: one round trip to a server (a cluster client
+        sends one batch per node). Not a transaction, so the keys may live in any slots.
+        A read, so a resend is safe."""
+        if not keys:
+            return []
+        if self._unready:
+            await self._ready()
+        started = time.monotonic()
+        try:
+            return await self._gets(keys)
+        except ERRORS as exc:
+            retry = functools.partial(self._gets, keys)
+            return cast("list[bytes | None]", await self._recover(exc, retry, started, None, "get"))
+
+    async def _gets(self, keys: Sequence[str]) -> list[bytes | None]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.get(key)
+            return list(await pipe.execute())
+
+    async def batch(
+        self, groups: Sequence[tuple[str, Sequence[tuple[Any, ...]]]], atomic: bool = True
+    ) -> list[list[Any]]:
+        """Many groups of commands in one round trip per server (a cluster: per primary);
+        each group's keys share the hash slot of the key it is named by, and with
+        ``atomic`` each group runs in its own MULTI/EXEC (one consistent view). Returns
+        each group's replies in order, an error in place of a command that failed.
+        Reads and resend-safe writes only: on a transient failure (a dropped
+        connection, MOVED, a failover) the whole batch is sent again, as the retry
+        policy allows."""
+        if not groups:
+            return []
+        if self._unready:
+            await self._ready()
+        call = functools.partial(self._batch, groups, atomic)
+        started = time.monotonic()
+        try:
+            return await call()
+        except ERRORS as exc:
+            return cast("list[list[Any]]", await self._recover(exc, call, started, None, "multi"))
+
+    async def _batch(
+        self, groups: Sequence[tuple[str, Sequence[tuple[Any, ...]]]], atomic: bool
+    ) -> list[list[Any]]:
+        out: list[list[Any]] = [[] for _ in groups]
+        by_server: dict[int, tuple[Redis, list[int]]] = {}
+        for at, (key, _) in enumerate(groups):
+            client = await self._node_client(key)
+            by_server.setdefault(id(client), (client, []))[1].append(at)
+        for client, members in by_server.values():
+            async with client.pipeline(transaction=False) as pipe:
+                queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
+                for at in members:
+                    if atomic:
+                        queue("MULTI")
+                    for command in groups[at][1]:
+                        queue(*command)
+                    if atomic:
+                        queue("EXEC")
+                try:
+                    replies = await pipe.execute(raise_on_error=False)
+                except ERRORS:
+                    await self._relearn(groups[members[0]][0])
+                    raise
+            cursor = 0
+            for at in members:
+                count = len(groups[at][1])
+                if atomic:
+                    cursor += count + 2  # MULTI, the QUEUED replies, then EXEC's
+                    reply = replies[cursor - 1]
+                    if isinstance(reply, Exception):  # the whole EXEC failed
+                        if is_transient(reply):
+                            await self._relearn(groups[at][0])
+                        raise reply
+                    out[at] = list(reply)
+                else:
+                    out[at] = list(replies[cursor : cursor + count])
+                    cursor += count
+                for reply in out[at]:
+                    if isinstance(reply, Exception) and is_transient(reply):
+                        await self._relearn(groups[at][0])
+                        raise reply
+        return out
+
+    async def scripts(
+        self, calls: Sequence[tuple[Script, Sequence[str], Sequence[Any]]]
+    ) -> list[Any]:
+        """Many scripts in one round trip per server (a cluster: per primary), each
+        atomic on its own; each call's keys share one hash slot. Returns each reply, or
+        the translated error of a call that failed. Resend-safe scripts only (imports,
+        recodes): on a transient failure the whole batch is sent again."""
+        if not calls:
+            return []
+        if self._unready:
+            await self._ready()
+        call = functools.partial(self._scripts, calls)
+        started = time.monotonic()
+        try:
+            replies = await call()
+        except ERRORS as exc:
+            replies = await self._recover(exc, call, started, None, "evalsha")
+        return [
+            translate(r, self.address, "evalsha") if isinstance(r, Exception) else r
+            for r in replies
+        ]
+
+    async def _scripts(
+        self, calls: Sequence[tuple[Script, Sequence[str], Sequence[Any]]]
+    ) -> list[Any]:
+        out: list[Any] = [None] * len(calls)
+        by_server: dict[int, tuple[Redis, list[int]]] = {}
+        for at, (_, keys, _) in enumerate(calls):
+            client = await self._node_client(keys[0])
+            by_server.setdefault(id(client), (client, []))[1].append(at)
+        for client, members in by_server.values():
+            todo = members
+            for loads in range(_RELOADS + 1):
+                async with client.pipeline(transaction=False) as pipe:
+                    queue: Any = pipe.execute_command
+                    for at in todo:
+                        run, keys, args = calls[at]
+                        queue("EVALSHA", run.sha, len(keys), *keys, *args)
+                    try:
+                        replies = await pipe.execute(raise_on_error=False)
+                    except ERRORS:
+                        await self._relearn(calls[todo[0]][1][0])
+                        raise
+                missing: list[int] = []
+                for at, reply in zip(todo, replies, strict=True):
+                    if isinstance(reply, rex.NoScriptError) and loads < _RELOADS:
+                        missing.append(at)
+                    elif isinstance(reply, Exception) and is_transient(reply):
+                        await self._relearn(calls[at][1][0])
+                        raise reply
+                    else:
+                        out[at] = reply
+                if not missing:
+                    break
+                # Loaded once per script, then only the calls that met NOSCRIPT again.
+                for source in {calls[at][0].source for at in missing}:
+                    await client.script_load(source)
+                todo = missing
+        return out
+
+    async def xrange(
+        self, key: str, start: str, end: str, count: int
+    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """Up to ``count`` stream entries from ``start`` to ``end`` (ids; "-"/"+" the
+        ends, "(" excludes). A read, so a resend is safe."""
+        reply = await self.idempotent("XRANGE", key, start, end, "COUNT", count)
+        return cast("list[tuple[bytes, dict[bytes, bytes]]]", reply)
+
+    async def hgetall(self, key: str) -> dict[bytes, bytes]:
+        return cast("dict[bytes, bytes]", await self.idempotent("HGETALL", key))
+
+    async def idempotent(self, *args: Any) -> Any:
+        """One command that may safely run twice (SADD, SREM, SMEMBERS, DEL...),
+        retried like a read."""
+        if self._unready:
+            await self._ready()
+        started = time.monotonic()
+        call = functools.partial(self.client.execute_command, *args)
+        try:
+            return await call()
+        except ERRORS as exc:
+            return await self._recover(exc, call, started, None, str(args[0]).lower())
+
+    async def pttl(self, key: str) -> int:
+        if self._unready:
+            await self._ready()
+        started = time.monotonic()
+        try:
+            return int(await self.client.pttl(key))
+        except ERRORS as exc:
+            return int(
+                await self._recover(exc, lambda: self.client.pttl(key), started, None, "pttl")
+            )
+
+    async def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
+        """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
+        shortens the retry deadline."""
+        if self._unready:
+            await self._ready()
+        seconds = max(timeout, 0.001)
+        started = time.monotonic()
+        try:
+            return await self.client.blpop([key], timeout=seconds)
+        except ERRORS as exc:
+            retry = functools.partial(self.client.blpop, [key], timeout=seconds)
+            return await self._recover(exc, retry, started, budget, "blpop")
+
+    async def lranges(self, *ranges: tuple[str, int, int]) -> list[list[bytes]]:
+        """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
+        consistent view, and list elements never pass through Lua. Every key must share
+        one hash slot. A read, so a resend is safe."""
+        if self._unready:
+            await self._ready()
+        started = time.monotonic()
+        try:
+            return await self._lranges(ranges)
+        except rex.OutOfMemoryError:
+            # Over maxmemory the server refuses whatever is queued in MULTI, reads too;
+            # a script that only reads still runs.
+            keys = [r[0] for r in ranges]
+            args = [bound for r in ranges for bound in r[1:]]
+            return cast("list[list[bytes]]", await self.script(_READ_LISTS, keys, args))
+        except ERRORS as exc:
+            retry = functools.partial(self._lranges, ranges)
+            return cast(
+                "list[list[bytes]]", await self._recover(exc, retry, started, None, "lrange")
+            )
+
+    @property
+    def one_server(self) -> bool:
+        """True unless a cluster: then one MULTI/EXEC may span any keys."""
+        return not isinstance(self.client, RedisCluster)
+
+    async def _lranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[list[bytes]]:
+        async with self.client.pipeline(transaction=True) as pipe:
+            for key, start, stop in ranges:
+                pipe.lrange(key, start, stop)
+            return list(await pipe.execute())
+
+    async def scan(self, pattern: str, count: int = 1000) -> AsyncIterator[bytes]:
+        """Every key matching ``pattern``: SCAN (never KEYS) on the server, or on each
+        primary of a cluster in turn."""
+        if self._unready:
+            await self._ready()
+        for node in await self._scan_targets():
+            cursor: int = 0
+            while True:
+                started = time.monotonic()
+                try:
+                    cursor, batch = await self._scan(cursor, pattern, count, node)
+                except ERRORS as exc:
+                    # The same cursor again: SCAN is a read, resending it is harmless.
+                    retry = functools.partial(self._scan, cursor, pattern, count, node)
+                    cursor, batch = await self._recover(exc, retry, started, None, "scan")
+                for key in batch:
+                    yield cast(bytes, key)
+                if not cursor:
+                    break
+
+    async def _scan_targets(self) -> list[Any]:
+        """[None] for one server; a cluster's primaries (a replica holds the same keys)."""
+        if not isinstance(self.client, RedisCluster):
+            return [None]
+        # _ready() has made the client learn the topology (a sync one did when built).
+        cluster: Any = self.client  # partly untyped in redis-py's sync flavour
+        return list(cluster.get_primaries())
+
+    async def _scan(
+        self, cursor: int, pattern: str, count: int, node: Any
+    ) -> tuple[int, list[Any]]:
+        if node is None:
+            reply = await self.client.scan(cursor, match=pattern, count=count)
+            return cast("tuple[int, list[Any]]", reply)
+        # A cluster client answers {node name: cursor} for the nodes it asked.
+        client: Any = self.client
+        cursors, batch = await client.scan(cursor, match=pattern, count=count, target_nodes=node)
+        return int(next(iter(cursors.values()))), batch
+
+    async def aclose(self) -> None:
+        try:
+            for node in self._nodes.values():
+                await node.aclose()
+            await self.client.aclose()
+        except ERRORS as exc:
+            raise translate(exc, self.address) from exc

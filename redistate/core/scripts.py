@@ -1,0 +1,264 @@
+"""Lua scripts, shipped as package data in each concept folder's ``lua/``.
+
+Each script file starts with a header naming its KEYS, ARGV and return values.
+Files whose name starts with ``_`` are libraries prepended to the scripts that use
+them. SHAs are computed here; loading into a server happens per client, in the
+I/O shells, which reload a script when the server answers NOSCRIPT.
+
+This module is also the one source of truth for the ACL a namespace needs: the
+commands each script calls are read out of its Lua source, and every script starts
+with a generated check that the user may run all of them (see :func:`acl_commands`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Final, Generic, Protocol, TypeVar
+
+__all__ = [
+    "CLIENT_COMMANDS",
+    "Parsed",
+    "Reply",
+    "Script",
+    "acl_commands",
+    "lua_commands",
+    "names",
+    "script",
+]
+
+# Which library each script needs; one entry per script file.
+_LIBRARIES: dict[str, tuple[str, ...]] = {
+    "record_put": ("_envelope",),
+    "record_touch": ("_envelope",),
+    "record_delete": ("_envelope",),
+    "record_merge": ("_envelope",),
+    "record_compact": ("_envelope",),
+    "checkpoint_save": ("_envelope",),
+    "checkpoint_log": ("_envelope",),
+    "checkpoint_find": (),
+    "lock_acquire": ("_envelope",),
+    "lock_release": ("_envelope",),
+    "lock_extend": ("_envelope",),
+    "lock_abandon": (),
+    "checkpoint_delete": ("_envelope",),
+    "checkpoint_recode": (),
+    "checkpoint_migrate": (),
+    "step_record": ("_envelope",),
+    "step_recode": (),
+    "event_append": ("_envelope",),
+    "event_trim": (),
+    "event_rewrite": (),
+    "read_lists": (),
+    "graph_put": ("_envelope", "_graph"),
+    "graph_writes": ("_envelope", "_graph"),
+    "graph_read": ("_graph",),
+    "graph_remove": ("_graph",),
+    "graph_copy": ("_envelope", "_graph"),
+    "import_record": ("_envelope",),
+    "import_task": ("_envelope",),
+    "import_fence": (),
+    "import_events": ("_envelope",),
+    "import_user_index": (),
+    "import_agents": ("_envelope",),
+    "import_graph": ("_envelope",),
+    "agents_add": ("_envelope",),
+    "agents_pop": ("_envelope",),
+    "agents_clear": ("_envelope",),
+    "agents_recode": (),
+}
+
+
+class Reply(Protocol):
+    """A script's reply made sense of (one parse per script, next to its arguments)."""
+
+    @property
+    def wrote(self) -> bool:
+        """Whether the script changed something: a replicated write waits for a replica
+        only then (a conflict, or a delete of nothing, leaves WAIT nothing to wait for).
+        Recognised resends count as writes: they note themselves again."""
+        ...
+
+
+P = TypeVar("P", bound=Reply)
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script's source and SHA-1 (what EVALSHA takes). Its replies are returned
+    as the server sent them and count as writes; see :meth:`replying`."""
+
+    name: str
+    source: str
+    sha: str
+
+    def read(self, reply: Any) -> Any:
+        """The reply a call returns."""
+        return reply
+
+    def wrote(self, reply: Any) -> bool:
+        """Whether ``reply`` (as :meth:`read` returned it) means something was written."""
+        return True  # nobody parsed it: a replicated call waits
+
+    def replying(self, parse: Callable[[Any], P]) -> Parsed[P]:
+        """This script, its replies parsed by ``parse`` (a reply type's ``parse``)."""
+        return Parsed(self.name, self.source, self.sha, parse)
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed(Script, Generic[P]):
+    """A script whose replies a call returns parsed, and whose parsed reply says
+    whether it wrote (the connection decodes no status itself)."""
+
+    parse: Callable[[Any], P]
+
+    def read(self, reply: Any) -> P:
+        return self.parse(reply)
+
+    def wrote(self, reply: Any) -> bool:
+        return bool(reply.wrote)
+
+
+# Commands redistate sends itself, outside Lua (ACL names: lowercase, "cmd|sub"), and
+# why. With the commands the scripts call, this is the whole ACL of a namespace.
+CLIENT_COMMANDS: Final[dict[str, str]] = {
+    "evalsha": "runs every script",
+    "script|load": "loads a script the server does not know (first use, restart, flush)",
+    "get": "reads a record or a lease",
+    "scan": "lists the keys of a kind or of the namespace (never KEYS)",
+    "pttl": "a record's or a key's time left",
+    "multi": "reads a task's lists in one consistent view",
+    "exec": "reads a task's lists in one consistent view",
+    "lrange": "reads a task's lists, an agents session",
+    "hgetall": "reads step records, event anchors, LangGraph threads (export)",
+    "xrange": "reads events",
+    "zrangebyscore": "export reads a LangGraph thread's sorted sets",
+    "blpop": "waits for a lease to be released",
+    "wait": 'durability="replicated": waits for replicas',
+    "sadd": "indexes a user's records (erasure)",
+    "smembers": "erasure and export read a user's index",
+    "srem": "erasure",
+    "del": "erasure, removing a LangGraph thread",
+    "exists": "a cluster client finds a key's new owner after a failover",
+    "llen": "the CLI's ls (checkpoints of a task)",
+    "strlen": "the CLI's ls (size of a record)",
+    "memory|usage": "the CLI's stats (bytes of a kind)",
+    "info": "server facts on first contact (eviction policy, persistence, replication)",
+    "select": "a URL naming a database other than 0",
+    "cluster|slots": "a cluster client learns the slot map",
+    "cluster|shards": "a cluster client learns the slot map (newer redis-py)",
+    "command": "a cluster client reads the command table (where each command's keys are)",
+}
+
+# Lua comments, then the command names of redis.call('NAME', ...) / redis.pcall.
+_LUA_COMMENT: Final = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.S)
+_LUA_CALL: Final = re.compile(r"redis\.p?call\(\s*(['\"])([A-Za-z]+)\1")
+_LUA_ANY_CALL: Final = re.compile(r"redis\.p?call\(")
+
+
+@cache
+def _files() -> dict[str, Any]:
+    """Every Lua file of the package by name: each concept folder's ``lua/`` holds its
+    own scripts (names are unique across folders)."""
+    found: dict[str, Any] = {}
+    todo = [resources.files("redistate")]
+    while todo:
+        folder = todo.pop()
+        for item in folder.iterdir():
+            if item.is_dir():
+                todo.append(item)
+            elif item.name.endswith(".lua") and folder.name == "lua":
+                name = item.name.removesuffix(".lua")
+                if name in found:
+                    raise RuntimeError(f"two Lua scripts called {name!r}")
+                found[name] = item
+    return found
+
+
+def _read(name: str) -> str:
+    return str(_files()[name].read_text("utf-8"))
+
+
+def _calls(text: str) -> frozenset[str]:
+    """The commands a Lua file calls. Every call must name its command as a literal:
+    one built at run time would escape the ACL check and the documented list."""
+    code = _LUA_COMMENT.sub("", text)
+    found = [m.group(2).lower() for m in _LUA_CALL.finditer(code)]
+    if len(found) != len(_LUA_ANY_CALL.findall(code)):
+        raise ValueError("a redis.call whose command is not a string literal")
+    return frozenset(found)
+
+
+@cache
+def lua_commands(name: str) -> frozenset[str]:
+    """Every command script ``name`` may call, its libraries' included (lowercase)."""
+    if name not in _LIBRARIES:
+        raise KeyError(f"no Lua script named {name!r}")
+    return frozenset().union(*(_calls(_read(f)) for f in (*_LIBRARIES[name], name)))
+
+
+def acl_commands() -> tuple[str, ...]:
+    """Every command a namespace's user must be allowed, sorted (``+name`` each)."""
+    lua = frozenset().union(*(lua_commands(name) for name in _LIBRARIES))
+    return tuple(sorted(lua | CLIENT_COMMANDS.keys()))
+
+
+# Arguments after its name each command the scripts call needs at least (its arity in
+# COMMAND INFO, less one): redis.acl_check_cmd is given that many, all KEYS[1]. Redis
+# 7.0 crashes (SIGSEGV) when it is given fewer and the user has key patterns.
+_ARGS: Final[dict[str, int]] = {
+    "append": 2, "del": 1, "exists": 1, "get": 1, "getrange": 3, "hdel": 2,
+    "hexists": 2, "hget": 2, "hgetall": 1, "hincrby": 3, "hmget": 2, "hset": 3,
+    "hsetnx": 3, "lindex": 2, "llen": 1, "lpush": 2, "lrange": 3,
+    "lset": 3, "ltrim": 3, "persist": 1, "pexpire": 2, "pttl": 1, "rename": 2,
+    "rpop": 1, "rpush": 2, "sadd": 2, "set": 2, "setrange": 3, "strlen": 1, "time": 0,
+    "xadd": 4, "xdel": 2, "xlen": 1, "xrange": 3, "xrevrange": 3, "xtrim": 3, "zadd": 3,
+    "zlexcount": 3, "zrangebylex": 3, "zrangebyscore": 3, "zrem": 2,
+    "zremrangebylex": 3, "zremrangebyscore": 3, "zrevrangebylex": 3, "zscore": 2,
+}  # fmt: skip
+
+
+def _acl_prelude(name: str) -> str:
+    """Lua run before anything else in the script: fail, naming the command, if the
+    user may not run one the script may call (on its first key), so that no denial
+    comes after a first write. redis.acl_check_cmd is Redis 7.0+ and Valkey; without
+    it (fakeredis, Redis 6) the check is skipped."""
+    missing = sorted(lua_commands(name) - _ARGS.keys())
+    if missing:
+        raise KeyError(f"{name} calls {missing}: add their arity - 1 to scripts._ARGS")
+    checks = [
+        f"  {'if' if i == 0 else 'elseif'} not redis.acl_check_cmd('{c}'"
+        + ", k" * _ARGS[c]
+        + f") then denied = '{c}'\n"
+        for i, c in enumerate(sorted(lua_commands(name)))
+    ]
+    return (
+        f"-- ACL check, generated by redistate/scripts.py from {name}'s redis.call list.\n"
+        "if redis.acl_check_cmd and KEYS[1] then\n"
+        "  local k, denied = KEYS[1], nil\n" + "".join(checks) + "  end\n"
+        "  if denied then\n"
+        '    return redis.error_reply("NOPERM this user has no permissions to run the \'" ..\n'
+        f'      denied .. "\' command ({name} checked before any write)")\n'
+        "  end\n"
+        "end\n"
+    )
+
+
+@cache
+def script(name: str) -> Script:
+    """The script called ``name``: its ACL check, its libraries, then its file. Its
+    replies come back as the server sent them (see :meth:`Script.replying`)."""
+    if name not in _LIBRARIES:
+        raise KeyError(f"no Lua script named {name!r}")
+    libraries = "".join(_read(lib) for lib in _LIBRARIES[name])
+    source = _acl_prelude(name) + libraries + _read(name)
+    return Script(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
+
+
+def names() -> tuple[str, ...]:
+    """Every script name, for preloading and for the header test."""
+    return tuple(_LIBRARIES)

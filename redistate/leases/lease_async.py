@@ -1,0 +1,288 @@
+"""Fenced leases with renewal (async source of truth)."""
+
+from __future__ import annotations
+
+import inspect
+import time
+import warnings
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from ..core._io import (
+    AsyncEvent,
+    async_confirm,
+    async_event,
+    async_finish,
+    async_join,
+    async_resolve,
+    async_sleep,
+    async_spawn,
+    async_wait,
+)
+from ..core.connection_async import AsyncConnection
+from ..core.errors import LockLost, LockTimeout, RedistateError
+from ..core.keys import KeySpace
+from ..core.scripts import script
+from .spec import (
+    SHORT_WAIT,
+    LockAbandonArgs,
+    LockAbandonReply,
+    LockAcquireArgs,
+    LockAcquireReply,
+    LockExtendArgs,
+    LockExtendReply,
+    LockReleaseArgs,
+    LockReleaseReply,
+    check_lease_ttl,
+    check_wait,
+    lease_value,
+    new_token,
+    valid_until,
+    wait_budget,
+)
+
+__all__ = ["AsyncLease"]
+
+_ACQUIRE = script("lock_acquire").replying(LockAcquireReply.parse)
+_RELEASE = script("lock_release").replying(LockReleaseReply.parse)
+_EXTEND = script("lock_extend").replying(LockExtendReply.parse)
+_ABANDON = script("lock_abandon").replying(LockAbandonReply.parse)
+
+
+class AsyncLease:
+    """A fenced lock on ``name``: ``async with store.lock("t1") as lease: ...``.
+
+    ``lease.fence`` strictly increases per name across holders, expiry, deletion,
+    restarts and failovers. With ``renew=True`` a background task extends the lease
+    every ttl/3. The lease keeps a local deadline (when the last acquire or extend was
+    sent, plus the TTL, less a drift margin): once it has passed, or a renewal fails,
+    or any guarded write is refused with LockLost, ``lease.lost`` is set, ``on_lost``
+    runs, guarded writes raise LockLost without sending anything and ``run.step``
+    calls no function. Under ``durability="replicated"`` acquire and extend wait for a
+    replica like writes do.
+    """
+
+    def __init__(
+        self,
+        conn: AsyncConnection,
+        keys: KeySpace,
+        name: str,
+        *,
+        ttl: float = 30,
+        wait: float | None = None,
+        renew: bool = True,
+        on_lost: Callable[[AsyncLease], Any] | None = None,
+    ) -> None:
+        self._conn = conn
+        self.name = name
+        self.key = keys.lock(name)
+        self._wake = keys.lock_wake(name)
+        self._writes = keys.writes(self.key)
+        self._fence_key = keys.fence(name)
+        self._keys = (self.key, self._fence_key, self._wake)
+        self.ttl_ms = check_lease_ttl(ttl)
+        self.wait = check_wait(wait)
+        self.renew = renew
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be a callable or None, got {type(on_lost).__name__}")
+        self.on_lost = on_lost
+        self.token = new_token()
+        self.fence: int | None = None
+        self.lost: AsyncEvent = async_event()
+        self._stop: AsyncEvent = async_event()
+        self._renewer: Any = None
+        self._used = False
+        self._budget: float | None = None
+        self._valid_until: float | None = None  # the local deadline, while held
+        self._renewed = 0.0  # when the last successful acquire/extend was sent
+
+    @property
+    def value(self) -> str | None:
+        """The lock key's value while this lease holds it (None before acquire)."""
+        return None if self.fence is None else lease_value(self.token, self.fence)
+
+    @property
+    def remaining(self) -> float:
+        """Seconds the lease is still known to hold by the local clock (0 when lost,
+        not held or past its deadline): what a long tool call can count on."""
+        if self._valid_until is None or self.lost.is_set():
+            return 0.0
+        return max(self._valid_until - time.monotonic(), 0.0)
+
+    def _overdue(self) -> str | None:
+        """Why a guarded write must not be sent now (lost, not held, or past the
+        local deadline), or None. Pure: see redistate.core._io.async_confirm."""
+        if self.lost.is_set():
+            return f"lease {self.name!r} (fence {self.fence}) was lost"
+        if self._valid_until is None:
+            return f"lease {self.name!r} is not held"
+        late = time.monotonic() - self._valid_until
+        if late < 0:
+            return None
+        return (
+            f"lease {self.name!r} (fence {self.fence}) ran past its deadline {late:.3f} s "
+            f"ago with no renewal since (ttl {self.ttl_ms} ms): another owner may hold "
+            f"it; nothing was sent"
+        )
+
+    async def acquire(self) -> AsyncLease:
+        """Take the lease, waiting (woken by the holder's release, never polling) at most
+        ``wait`` seconds; ``wait=0`` tries once, ``None`` waits as long as it takes.
+
+        Raises:
+            LockTimeout: not acquired before the deadline.
+        """
+        if self.fence is not None:
+            raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
+        if self._used:  # a lease object taken again: a fresh token and fresh events
+            self.token = new_token()
+            self.lost, self._stop = async_event(), async_event()
+        self._used = True
+        deadline = None if self.wait is None else time.monotonic() + self.wait
+        while True:
+            # The same token on every try: an acquire resent after a lost reply finds
+            # the lease held by this token and reports it acquired.
+            # Retries of this call end with the caller's deadline, not the policy's.
+            sent = time.monotonic()  # the server runs this try no earlier
+            self._budget = None if deadline is None else max(deadline - sent, 0.0)
+            try:
+                reply: LockAcquireReply = await async_finish(self._try_acquire, self._undo_acquire)
+            except RedistateError:
+                # The reply was lost: the script may have taken the lock for a caller
+                # who will never know. Give it back, best effort.
+                await self._abandon()
+                raise
+            if reply.acquired:
+                self.fence = reply.fence
+                self._valid_until = valid_until(sent, max(reply.ttl_ms, 0))
+                self._renewed = sent
+                if self.renew:
+                    self._renewer = async_spawn(self._renew_loop, f"renew {self.key}")
+                return self
+            budget = wait_budget(deadline, time.monotonic(), reply.remaining_ms, self._conn.timeout)
+            if deadline is not None and budget <= 0:
+                raise LockTimeout(
+                    f"lease {self.name!r} still held by another owner after {self.wait:g} s"
+                )
+            if budget < SHORT_WAIT:
+                # Redis times out blocked clients only every 1/hz s (100 ms by default):
+                # a lease about to expire is waited out with a local timer instead.
+                await async_sleep(budget)
+            else:
+                await self._conn.blpop(self._wake, budget, self._budget)
+
+    async def _try_acquire(self) -> LockAcquireReply:
+        args = LockAcquireArgs(self.token, self.ttl_ms).argv()
+        replicas = self._conn.replicas(None)
+        return await self._conn.script(_ACQUIRE, self._keys, args, self._budget, replicas)
+
+    async def _undo_acquire(self, reply: LockAcquireReply) -> None:
+        if reply.acquired:  # acquired for a caller that was cancelled meanwhile
+            await self._abandon()
+
+    async def _abandon(self) -> None:
+        try:
+            args = LockAbandonArgs(self.token).argv()
+            await self._conn.script(_ABANDON, (self.key, self._wake), args)
+        except RedistateError:
+            pass  # unreachable: the lock expires with its TTL
+
+    async def extend(self, ttl: float | None = None) -> None:
+        """Push the expiry out to ``ttl`` (default: the lease's) from now.
+
+        Raises:
+            LockLost: the lease expired, was taken over or ran past its local deadline
+                (it is never brought back).
+        """
+        ttl_ms = self.ttl_ms if ttl is None else check_lease_ttl(ttl)
+        await async_confirm(self)
+        self.ttl_ms = ttl_ms  # renewal keeps the new ttl
+        if not await self._extend(ttl_ms):
+            await self._mark_lost()
+            raise LockLost(f"lease {self.name!r} (fence {self.fence}) is no longer held")
+
+    async def _extend(self, ttl_ms: int) -> bool:
+        if self.value is None:
+            raise LockLost(f"lease {self.name!r} is not held")
+        # Retries stop at a third of the lease: a renewal that cannot get through by
+        # then reports the lease lost while it still has time left, not after expiry.
+        budget = self.ttl_ms / 3000
+        keys, args = (self.key, self._fence_key), LockExtendArgs(self.value, ttl_ms).argv()
+        sent = time.monotonic()
+        replicas = self._conn.replicas(None)
+        reply = await self._conn.script(_EXTEND, keys, args, budget, replicas)
+        if not reply.extended:
+            return False
+        if not self.lost.is_set():
+            self._valid_until, self._renewed = valid_until(sent, ttl_ms), sent
+        return True
+
+    async def release(self) -> None:
+        """Give the lease back and wake one waiter; stops renewal.
+
+        Raises:
+            LockLost: it was no longer held; the current holder's lock is untouched.
+        """
+        value = self.value
+        self._stop.set()
+        try:
+            await async_join(self._renewer)
+        except Exception:
+            pass  # the renewer's own failure is reported through lease.lost
+        self._renewer = None
+        self._valid_until = None
+        if value is None:
+            raise LockLost(f"lease {self.name!r} is not held")
+        args = LockReleaseArgs(value, self._conn.memory_ms).argv()
+        released = await self._conn.script(_RELEASE, (self.key, self._wake, self._writes), args)
+        self.fence = None
+        if not released.released:
+            await self._mark_lost()
+            raise LockLost(f"lease {self.name!r} had expired or been taken over before release")
+
+    async def _renew_loop(self) -> None:
+        # Every ttl/3 from when the last extend was *sent*, not from its reply: the
+        # server set the expiry no earlier, so reply latency does not eat the slack.
+        interval = self.ttl_ms / 3000
+        while not await async_wait(
+            self._stop, max(self._renewed + interval - time.monotonic(), 0.0)
+        ):
+            if self.lost.is_set():
+                return  # a refused write or the deadline said so first
+            try:
+                held = await self._extend(self.ttl_ms)
+            except RedistateError:
+                held = False  # unreachable or refused: cannot prove we still hold it
+            if not held:
+                await self._mark_lost()
+                return
+
+    async def _mark_lost(self) -> None:
+        """The lease is lost for good: set ``lost`` and run ``on_lost`` once."""
+        if self.lost.is_set():
+            return
+        self.lost.set()
+        if self.on_lost is None:
+            return
+        try:
+            result = self.on_lost(self)
+            if inspect.isawaitable(result):
+                await async_resolve(result)
+        except Exception as exc:  # a callback's bug must not stop release or renewal
+            warnings.warn(f"on_lost callback of lease {self.name!r} raised {exc!r}", stacklevel=1)
+
+    async def __aenter__(self) -> AsyncLease:
+        return await self.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.release()
+        except RedistateError:
+            if exc is None:
+                raise  # the block's own error matters more than a failed release

@@ -1,0 +1,255 @@
+"""Fenced leases: the pure half (tokens, values, replies, deadlines). No I/O.
+
+A lease is the lock key ``ns:lock:{name}`` holding ``<token>,<fence>`` with a TTL. The
+fence is ``max(last fence + 1, server time in µs)``, the last one kept in
+``ns:fence:{name}`` for as long as the lease: a holder's fence is larger than every
+earlier holder's, across expiry and deletion of the lock key, restarts, restores and
+failovers (while the servers' clocks agree). Guarded writes compare the lock key's
+value with the lease's in the write script itself; before sending one, and before
+``run.step`` calls its function, the lease checks its own local deadline.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
+
+from ..core._ttl import check_ttl
+from ..core.errors import LockLost
+
+__all__ = [
+    "Guard",
+    "LockAbandonArgs",
+    "LockAbandonReply",
+    "LockAcquireArgs",
+    "LockAcquireReply",
+    "LockExtendArgs",
+    "LockExtendReply",
+    "LockReleaseArgs",
+    "LockReleaseReply",
+    "holder_fence",
+    "lease_value",
+    "new_token",
+    "valid_until",
+    "wait_budget",
+]
+
+MIN_BLOCK: Final = 0.001  # BLPOP's smallest useful timeout, seconds
+SHORT_WAIT: Final = 0.1  # below this, wait with a local timer (BLPOP wakes at 1/hz)
+# Longest single block on the wake list. A wake-up can be lost (a waiter cancelled
+# while its BLPOP reply was in flight, a waiting process killed): this bounds how long
+# another waiter can sleep past a free lock. One request per 2 s is not a busy loop.
+MAX_BLOCK: Final = 2.0
+# How far a client's monotonic clock may run slow against the server's while a lease
+# holds, as a fraction of the TTL, plus a fixed allowance for the reply's own trip.
+DRIFT: Final = 0.01
+DRIFT_FIXED: Final = 0.002
+
+
+# -- script arguments and replies (see each script's header in redistate/lua) ---------
+
+
+@dataclass(frozen=True, slots=True)
+class LockAcquireArgs:
+    """ARGV of lock_acquire."""
+
+    token: str  # 128 random bits, hex
+    ttl_ms: int
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.token, self.ttl_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class LockAcquireReply:
+    """A lock_acquire reply: ``acquired`` (or already held with this token) with its
+    ``fence`` and ``ttl_ms`` left; else held by another for ``remaining_ms`` (-1: the
+    lock key has no expiry)."""
+
+    acquired: bool
+    fence: int = 0
+    ttl_ms: int = 0
+    remaining_ms: int = 0
+
+    @classmethod
+    def parse(cls, reply: Any) -> LockAcquireReply:
+        if int(reply[0]) == 1:
+            return cls(True, int(reply[1]), int(reply[2]))
+        return cls(False, remaining_ms=int(reply[1]))
+
+    @property
+    def wrote(self) -> bool:
+        return self.acquired
+
+
+@dataclass(frozen=True, slots=True)
+class LockExtendArgs:
+    """ARGV of lock_extend."""
+
+    value: str  # the lease's "<token>,<fence>"
+    ttl_ms: int  # new ttl, from now
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.value, self.ttl_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class LockExtendReply:
+    """A lock_extend reply: False when the lease is not held any more."""
+
+    extended: bool
+
+    @classmethod
+    def parse(cls, reply: Any) -> LockExtendReply:
+        return cls(int(reply) == 1)
+
+    @property
+    def wrote(self) -> bool:
+        return self.extended
+
+
+@dataclass(frozen=True, slots=True)
+class LockReleaseArgs:
+    """ARGV of lock_release."""
+
+    value: str  # the lease's "<token>,<fence>"
+    memory_ms: int  # how long released values are remembered
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.value, self.memory_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class LockReleaseReply:
+    """A lock_release reply: released (now or by an earlier send), or not held."""
+
+    released: bool
+
+    @classmethod
+    def parse(cls, reply: Any) -> LockReleaseReply:
+        return cls(int(reply) == 1)
+
+    @property
+    def wrote(self) -> bool:
+        return self.released
+
+
+@dataclass(frozen=True, slots=True)
+class LockAbandonArgs:
+    """ARGV of lock_abandon."""
+
+    token: str  # the token of the abandoned acquire
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.token,)
+
+
+@dataclass(frozen=True, slots=True)
+class LockAbandonReply:
+    """A lock_abandon reply: whether this token held the lock (and released it)."""
+
+    released: bool
+
+    @classmethod
+    def parse(cls, reply: Any) -> LockAbandonReply:
+        return cls(int(reply) == 1)
+
+    @property
+    def wrote(self) -> bool:
+        return self.released
+
+
+class Guard(NamedTuple):
+    """What a guarded write's script needs of its lease: the lock key (KEYS) and the
+    lease's value (ARGV; "" when unguarded)."""
+
+    lock_key: str
+    value: str
+
+
+def valid_until(sent: float, ttl_ms: int) -> float:
+    """The local deadline of a lease the server set (or extended) to ``ttl_ms`` in reply
+    to a request sent at ``sent`` (monotonic seconds): the server ran it no earlier, so
+    the lock key lives at least until ``sent + ttl`` on the server's clock. Less a drift
+    margin; past it the holder cannot know it still holds the lease."""
+    ttl = ttl_ms / 1000
+    return sent + ttl - ttl * DRIFT - DRIFT_FIXED
+
+
+def new_token() -> str:
+    """128 random bits, hex: what identifies one acquisition."""
+    return secrets.token_hex(16)
+
+
+def lease_value(token: str, fence: int) -> str:
+    """The lock key's value while this lease holds it."""
+    return f"{token},{fence}"
+
+
+def holder_fence(value: bytes | str | None) -> int | None:
+    """The fence in a stored lease value (None: no lease, or not one we wrote)."""
+    if value is None:
+        return None
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    _, comma, fence = text.rpartition(",")
+    return int(fence) if comma and fence.isdigit() else None
+
+
+def check_wait(wait: object) -> float | None:
+    if wait is None:
+        return None
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
+        raise ValueError(f"wait must be seconds >= 0 or None, got {wait!r}")
+    return float(wait)
+
+
+def check_lease_ttl(ttl: object) -> int:
+    ms = check_ttl(ttl, "lease ttl")
+    if ms == 0:
+        raise ValueError("a lease needs a ttl: a lock without one outlives a crashed holder")
+    return ms
+
+
+def wait_budget(
+    deadline: float | None, now: float, held_ms: int, socket_timeout: float | None
+) -> float:
+    """Seconds to block for a wake-up: until the holder's lease runs out, the caller's
+    deadline, or (so that the socket does not time out first) most of the socket timeout.
+
+    ``held_ms`` is the lock key's PTTL: -1 (a key with no TTL, set by hand or by an old
+    client) never runs out, so the wait is the longest block, not a busy poll."""
+    no_ttl = held_ms == -1
+    budget = min(held_ms / 1000 if held_ms > 0 else MAX_BLOCK if no_ttl else MIN_BLOCK, MAX_BLOCK)
+    if deadline is not None:
+        budget = min(budget, deadline - now)
+    if socket_timeout:
+        budget = min(budget, socket_timeout * 0.8)
+    return max(budget, 0.0)
+
+
+def guard_args(lease: Any, entity_id: str, lock_key: str) -> Guard:
+    """The lock key and lease value of a guarded write's script ("" when unguarded).
+
+    Raises:
+        TypeError: ``lease`` is not a lease (from ``store.lock()``).
+        ValueError: the lease is for another entity or namespace.
+        LockLost: the lease is already known to be lost.
+    """
+    if lease is None:
+        return Guard(lock_key, "")
+    name = getattr(lease, "name", None)
+    if not isinstance(name, str) or not hasattr(lease, "lost") or not hasattr(lease, "key"):
+        raise TypeError(
+            f"lease= must be a lease from store.lock() or None, got {type(lease).__name__}"
+        )
+    if name != entity_id:
+        raise ValueError(f"lease {name!r} guards entities named {name!r}, not {entity_id!r}")
+    if getattr(lease, "key", None) != lock_key:
+        raise ValueError(f"lease on {lease.key!r} belongs to another namespace than {lock_key!r}")
+    if lease.lost.is_set():
+        raise LockLost(f"lease {name!r} (fence {lease.fence}) was lost")
+    value = lease.value
+    if value is None:
+        raise LockLost(f"lease {name!r} is not held")
+    return Guard(lock_key, value)

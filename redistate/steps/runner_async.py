@@ -1,0 +1,202 @@
+"""The task runner: lease, restore, guarded checkpoints, durable steps.
+
+This is the async source of truth."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ..checkpoints.spec import Checkpoint
+from ..core._io import AwaitableInSync, async_confirm, async_resolve
+from ..core.errors import CodecError, LockLost, RedistateError, StateTooLarge
+from ..records.mergepatch import merge_patch
+from .spec import Step, check_step_name
+
+if TYPE_CHECKING:
+    from ..leases.lease_async import AsyncLease
+    from ..store_async import AsyncStore
+
+__all__ = ["AsyncTaskRun"]
+
+
+class AsyncTaskRun:
+    """``async with store.task("t1") as run``: own the task, resume its state, save
+    guarded checkpoints. What most agent code should use.
+
+    On entry: acquire the task's lease (waiting up to ``wait``), restore the newest
+    intact checkpoint plus its deltas (``run.state`` is ``{}`` on a first run) and read
+    the task's step records. Every save, log and step record is guarded by the lease.
+    If the block raises, a checkpoint with phase "failed" and the exception's repr is
+    saved (while the lease still holds), then the exception propagates. The lease is
+    released on exit.
+    """
+
+    def __init__(self, store: AsyncStore, task_id: str, *, ttl: float, wait: float | None) -> None:
+        self._store = store
+        self.task_id = task_id
+        self.lease: AsyncLease = store.lock(task_id, ttl=ttl, wait=wait)
+        self.state: Any = {}
+        self.resumed = False
+        self.checkpoint: Checkpoint | None = None
+        self.skipped: tuple[str, ...] = ()
+        # Only the owner writes step records, so what was read on entry plus what this
+        # run recorded is all there is while the lease holds.
+        self._steps: dict[str, Step] = {}
+
+    @property
+    def fence(self) -> int | None:
+        """The lease's fencing number: larger than every earlier owner's."""
+        return self.lease.fence
+
+    async def save(
+        self,
+        state: Any,
+        *,
+        phase: str | None = None,
+        progress: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Checkpoint:
+        """Save a guarded checkpoint and make ``state`` the run's state.
+
+        Raises:
+            LockLost: another instance owns the task now; nothing was written.
+        """
+        checkpoint = await self._store.checkpoints.save(
+            self.task_id, state, phase=phase, progress=progress, metadata=metadata, lease=self.lease
+        )
+        self.state, self.checkpoint = state, checkpoint
+        return checkpoint
+
+    async def log(self, delta: dict[str, Any]) -> None:
+        """Log a guarded merge patch after the newest checkpoint and apply it to
+        ``run.state``.
+
+        Raises:
+            LockLost: another instance owns the task now; nothing was written.
+        """
+        await self._store.checkpoints.log(self.task_id, delta, lease=self.lease)
+        self.state = merge_patch(self.state, delta)
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        idempotent: bool = True,
+        retry_failed: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """``fn(*args, **kwargs)`` run at most once for this task: a result recorded by
+        any earlier owner is returned without calling ``fn``. Otherwise ``fn`` runs
+        and its result (a JSON value, through the store's codec) is recorded by a
+        guarded write — one round trip; a step that is not idempotent records its start
+        first (two). With AsyncStore ``fn`` may be a coroutine function (a blocking one
+        starves the lease's renewal: run it in a thread). Returns the result as a resume
+        would see it (decoded JSON: tuples come back as lists). A name is one step:
+        called again, it returns the first result whatever the arguments.
+
+        Raises:
+            StepInterrupted: ``idempotent=False`` and an earlier owner started the step
+                and never recorded its end: it may have had its effect.
+            StepFailed: a failure recorded earlier (``retry_failed=True`` runs it again).
+            LockLost: the lease is lost (a renewal or a write was refused) or past its
+                local deadline (the process was paused or its loop blocked longer
+                than the lease): raised before ``fn`` is called. Found only when
+                recording the result: the result is not recorded, the new owner's
+                records are never overwritten.
+            CodecError, StateTooLarge: the result cannot be recorded; recorded as the
+                step's failure instead (a retry must say ``retry_failed=True``).
+            Whatever ``fn`` raises, after recording it as the step's failure.
+        """
+        check_step_name(name)
+        known = self._steps.get(name)
+        if known is not None and known.replay(idempotent=idempotent, retry_failed=retry_failed):
+            return known.result
+        spec = self._store.checkpoints.step_spec
+        key, fence = self._store.keys.task_steps(self.task_id), self.lease.fence
+        started = time.time_ns() // 1_000_000
+        if not idempotent:  # the marker that makes a crash inside fn visible on resume
+            marker = spec.started(key, name, idempotent, fence, started)
+            await self._record(name, marker)
+        # Last thing before fn: a lease known lost (a refused write, a failed renewal)
+        # or past its local deadline (a paused process, a blocked loop) calls nothing.
+        try:
+            await async_confirm(self.lease)
+        except LockLost as exc:
+            raise LockLost(f"{exc}: step {name!r} was not run") from None
+        try:
+            result = fn(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await async_resolve(result)
+        except AwaitableInSync:
+            raise  # the caller's mistake, not the step's failure
+        except Exception as exc:
+            ended = time.time_ns() // 1_000_000
+            try:
+                await self._record(name, spec.failed(key, name, idempotent, fence, started,
+                                                     ended, exc))  # fmt: skip
+            except RedistateError:
+                pass  # fn's own exception is the one to report (e.g. the lease is lost)
+            raise
+        ended = time.time_ns() // 1_000_000
+        try:
+            record = spec.done(key, name, idempotent, fence, started, ended, result)
+        except (CodecError, StateTooLarge) as exc:
+            # Its effect happened: calling it again by accident must not be silent.
+            await self._record(name, spec.failed(key, name, idempotent, fence, started,
+                                                 ended, exc))  # fmt: skip
+            raise
+        return (await self._record(name, record)).result
+
+    async def _record(self, name: str, record: bytes) -> Step:
+        """Write a step record; the run's view of the step afterwards (the result
+        recorded before, if one was: a result is final)."""
+        checkpoints = self._store.checkpoints
+        key = self._store.keys.task_steps(self.task_id)
+        found = await checkpoints._record_step(self.task_id, name, record, self.lease)
+        step = checkpoints.step_spec.parse(key, name, found if found is not None else record)
+        self._steps[name] = step
+        return step
+
+    async def steps(self) -> list[Step]:
+        """The task's recorded steps, read from the store (status, timing, fence)."""
+        return await self._store.checkpoints.steps(self.task_id)
+
+    async def __aenter__(self) -> AsyncTaskRun:
+        await self.lease.acquire()
+        try:
+            restored = await self._store.checkpoints.restore(self.task_id)
+            self._steps = await self._store.checkpoints._steps(self.task_id)
+        except BaseException:
+            await self.lease.release()
+            raise
+        if restored is not None:
+            self.state, self.checkpoint = restored.state, restored.checkpoint
+            self.resumed, self.skipped = True, restored.skipped
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            # Only errors are failures: a cancellation or exit is not recorded as one.
+            if isinstance(exc, Exception) and not isinstance(exc, LockLost):
+                try:
+                    await self.save(
+                        self.state, phase="failed", metadata={"error": repr(exc)[:2000]}
+                    )
+                except RedistateError:
+                    pass  # the block's own exception is the one to report
+        finally:
+            try:
+                await self.lease.release()
+            except RedistateError:
+                if exc is None:
+                    raise  # the block's own error matters more than a failed release
