@@ -105,7 +105,13 @@ _NOT_ENCODED = "holds no value the codec encodes"
 _PROCESS = "belongs to the running process that holds it"
 
 SESSION: Final = Kind(
-    "session", SESSION_KEY, ("", WRITES), "sessions", records=True, registered=True
+    "session",
+    SESSION_KEY,
+    ("", WRITES),
+    "sessions",
+    records=True,
+    registered=True,
+    home="records",
 )
 USER: Final = Kind(
     "user",
@@ -114,11 +120,20 @@ USER: Final = Kind(
     "user profiles",
     records=True,
     skips={Op.ERASE: "the profile is deleted by users.erase itself, after what it owns"},
+    home="records",
 )
 COLLECTION: Final = Kind(
-    "collection", ANY, ("", WRITES), "collection records", records=True, registered=True
+    "collection",
+    ANY,
+    ("", WRITES),
+    "collection records",
+    records=True,
+    registered=True,
+    home="records",
 )
-TASK: Final = Kind("task", TASK_KEY, ("", "ids", "log", WRITES), "tasks", registered=True)
+TASK: Final = Kind(
+    "task", TASK_KEY, ("", "ids", "log", WRITES), "tasks", registered=True, home="checkpoints"
+)
 STEPS: Final = Kind(
     "steps",
     TASK_KEY,
@@ -129,9 +144,15 @@ STEPS: Final = Kind(
         Op.ERASE: "deleted with its task",
         Op.EXPORT: "exported and imported with its task, in the task's line",
     },
+    home="steps",
 )
 EVENTS: Final = Kind(
-    "events", EVENTS_KEY, ("", "anchor", "staging", WRITES), "event streams", registered=True
+    "events",
+    EVENTS_KEY,
+    ("", "anchor", "staging", WRITES),
+    "event streams",
+    registered=True,
+    home="events",
 )
 LEASE: Final = Kind(
     "lease",
@@ -144,6 +165,7 @@ LEASE: Final = Kind(
         Op.MIGRATE: _NOT_ENCODED,
         Op.ERASE: "lease names are not registered to users; a lease expires",
     },
+    home="leases",
 )
 FENCE: Final = Kind(
     "fence",
@@ -155,6 +177,7 @@ FENCE: Final = Kind(
         Op.MIGRATE: _NOT_ENCODED,
         Op.ERASE: "lease names are not registered to users; a fence expires with its lease",
     },
+    home="leases",
 )
 USER_INDEX: Final = Kind(
     "user_index",
@@ -166,6 +189,7 @@ USER_INDEX: Final = Kind(
         Op.MIGRATE: _NOT_ENCODED,
         Op.ERASE: "deleted by users.erase itself, last",
     },
+    home="records",
 )
 AGENTS: Final = Kind(
     "agents",
@@ -174,6 +198,7 @@ AGENTS: Final = Kind(
     "Agents SDK sessions",
     registered=True,
     skips={Op.MIGRATE: "items are the SDK's own format, not the application's schema"},
+    home="adapters.agents",
 )
 GRAPH: Final = Kind(
     "graph",
@@ -185,6 +210,7 @@ GRAPH: Final = Kind(
         Op.ROTATE: "packed by the saver's serializer, not the store's codec",
         Op.MIGRATE: "packed by the saver's serializer: LangGraph migrates its checkpoints",
     },
+    home="adapters.langgraph",
 )
 
 KINDS: Final[tuple[Kind, ...]] = (

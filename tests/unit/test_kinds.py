@@ -91,3 +91,11 @@ def test_stats_lists_every_key_kind() -> None:
     from redistate.admin.stats import BUILT_IN
 
     assert set(BUILT_IN) == {k.key for k in KINDS if k.key != kinds.ANY}
+
+
+def test_every_kind_lives_in_a_folder_of_the_package() -> None:
+    import importlib
+
+    for kind in KINDS:
+        assert kind.home, kind.name
+        importlib.import_module(f"redistate.{kind.home}")
