@@ -84,8 +84,13 @@ class Kind:
     title: str  # plural, for people
     # Not hashed (a dict is not hashable): kinds are dict keys and set members.
     skips: Mapping[Op, str] = field(default_factory=dict, hash=False)
-    records: bool = False  # versioned records (redistate.records.spec): sessions, users...
+    records: bool = False  # versioned records (redistate.records): sessions, users...
     registered: bool = False  # put/save/append(..., user=) can register it to a user
+    # The folder (a package under redistate) that holds the kind's code, and how each
+    # maintenance operation handles it: <home>/backup.py (BACKUP[name], export and
+    # import), <home>/rotate_async.py (ROTATE[name]), <home>/migrate_async.py
+    # (MIGRATE[name]); an operation in ``skips`` has none.
+    home: str = ""
 
     def applies(self, op: Op) -> bool:
         """Whether ``op`` handles this kind (else ``skips[op]`` says why not)."""
