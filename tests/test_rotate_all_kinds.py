@@ -16,8 +16,8 @@ from dataclasses import asdict
 from typing import Any
 
 from redistate import EncryptedCodec, SigningKeys, Store
+from redistate.adapters.agents.recode import recoded_items
 from redistate.admin import RotateReport
-from redistate.admin.rotate import recoded_items
 from redistate.agents import RedistateSession
 from redistate.core import kinds
 from redistate.core.encryption import key_id

@@ -81,10 +81,24 @@ def test_every_kind_handles_each_operation_or_says_why_not(op: Op) -> None:
             assert len(reason) > 10, (kind.name, op)
 
 
-def test_migrate_handles_exactly_the_kinds_it_applies_to() -> None:
+@pytest.mark.parametrize("module", ["migrate_async", "migrate"])
+def test_migrate_handles_exactly_the_kinds_it_applies_to(module: str) -> None:
+    """``redistate.<home>.migrate_async.MIGRATE[kind.name]`` (and its sync twin's)
+    exists exactly where Op.MIGRATE applies; a folder migrates only its own kinds."""
+    import importlib
+
     from redistate.admin import migrate
 
-    assert {k for k in KINDS if k.applies(Op.MIGRATE)} == migrate.HANDLED
+    for kind in KINDS:
+        try:
+            table = importlib.import_module(f"redistate.{kind.home}.{module}").MIGRATE
+        except ModuleNotFoundError:
+            table = {}
+        assert (kind.name in table) == kind.applies(Op.MIGRATE), kind.name
+        for name in table:
+            assert kinds.by_name(name).home == kind.home, (kind.home, name)
+        if kind.applies(Op.MIGRATE) and module == "migrate":
+            assert migrate.factory(kind) is table[kind.name]
 
 
 def test_stats_lists_every_key_kind() -> None:
