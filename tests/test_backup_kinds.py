@@ -18,7 +18,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 from redistate import Store
-from redistate.admin.backup_format import GRAPH_ZSETS, BadFile, Limits, parse_entity
+from redistate.adapters.langgraph.backup import GRAPH_ZSETS
+from redistate.admin.backup_format import BadFile, Limits, parse_entity
 from redistate.agents import RedistateSession
 from redistate.core import kinds
 from redistate.core.codec import JsonCodec

@@ -1,19 +1,20 @@
 """Export and import, the I/O (the source of redistate.admin.backup): one namespace to
-and from a JSON-lines file (the format: backup_format; lines and calls: backup_lines).
+and from a JSON-lines file (the format: backup_format; lines and calls: backup_lines
+and each kind's backup.py, found by backup_codec).
 
 Export reads SCAN batches, each entity's keys in one MULTI/EXEC (a task's lists and
 step records, an event stream and its anchor, a LangGraph thread's seven keys are a
 consistent view), and writes each entity as it is read. Import checks the whole file
-first, against the store it goes to (backup_format.Limits: the server's clock, read
+first, against the store it goes to (backup_codec.Limits: the server's clock, read
 once, and the store's codec), then reads it again line by line and writes each entity
-with its own script (lua/import_*.lua), the scripts of a batch in one round trip per
-server. Both stream: client memory is bounded by a batch, not by the number of keys or
-the size of the file. An import never deletes what the file does not replace: step
-records are merged, user indexes are a union, and an event stream, an Agents SDK
-session or a LangGraph thread that differs from the file's is refused unless ``force``.
-The second pass checks each line again before sending it, so a file changed between
-the passes never writes a line that fails the checks. Every command goes through the
-store's retrying connection.
+with its own script (lua/import_*.lua in the kind's folder), the scripts of a batch
+in one round trip per server. Both stream: client memory is bounded by a batch, not
+by the number of keys or the size of the file. An import never deletes what the file
+does not replace: step records are merged, user indexes are a union, and an event
+stream, an Agents SDK session or a LangGraph thread that differs from the file's is
+refused unless ``force``. The second pass checks each line again before sending it,
+so a file changed between the passes never writes a line that fails the checks.
+Every command goes through the store's retrying connection.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final
 from ..core.errors import IntegrityError
 from ..core.keys import KeySpace
 from .backup_format import (
+    END,
     FORMAT,
     VERSION,
     BadFile,
@@ -79,8 +81,7 @@ async def export(
                 data = encode_line(line)
                 written += len(data)
                 sink.write(data)
-                report.entities[line["kind"]] += 1
-                report.steps += len(line.get("steps", ()))
+                read.codec.exported(report, line)
         batch.adapt(len(pending), written)
         pending.clear()
 
@@ -98,7 +99,7 @@ async def export(
     if pending:
         await flush()
     progress(report.keys - reported)
-    sink.write(encode_line({"kind": "end", "entities": sum(report.entities.values())}))
+    sink.write(encode_line({"kind": END, "entities": sum(report.entities.values())}))
     return report
 
 

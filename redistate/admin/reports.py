@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..core.kinds import Kind
-from .backup_format import KINDS, plural
+from .backup_codec import line_kinds
+from .backup_format import plural
 
 __all__ = [
     "EXAMPLES",
@@ -118,7 +119,7 @@ class ExportReport:
         return {
             "namespace": self.namespace,
             "entities": sum(self.entities.values()),
-            **{plural(kind): self.entities[kind] for kind in KINDS},
+            **{plural(kind): self.entities[kind] for kind in line_kinds()},
             "steps": self.steps,
             "keys": self.keys,
             "not_exported": self.not_exported,
@@ -150,7 +151,7 @@ class ImportReport:
         return {
             "namespace": self.namespace,
             "imported": sum(self.imported.values()),
-            **{plural(kind): self.imported[kind] for kind in KINDS},
+            **{plural(kind): self.imported[kind] for kind in line_kinds()},
             "steps": self.steps,
             "refused": self.refused_count,
             "refused_ids": self.refused,

@@ -6,7 +6,8 @@ Agents SDK sessions, LangGraph threads) but held leases, lease wake-up lists and
 memories, which belong to running processes and the retry window.
 
 The work is ``store.admin.export()`` and ``store.admin.import_file()`` (redistate.admin:
-backup_format is the file format, backup_async the streaming I/O); this prints.
+backup_format is the file format, each kind's ``backup.py`` its lines, backup_async the
+streaming I/O); this prints.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import typer
 
 from .. import RedistateError, Store
 from ..admin import ImportReport
-from ..admin.backup_format import KINDS, RECORD
+from ..admin.backup_codec import codecs
 from ..core import kinds
 from ._app import app
 from ._output import err
@@ -88,31 +89,16 @@ def export_command(
         _say(f"left out {report.unknown_count} keys redistate does not recognise: {examples}")
 
 
-# A line kind as people read it: (one, many).
-_NAMES: dict[str, tuple[str, str]] = {
-    RECORD: ("record", "records"),
-    kinds.TASK.name: ("task", "tasks"),
-    kinds.FENCE.name: ("fence", "fences"),
-    kinds.EVENTS.name: ("event stream", kinds.EVENTS.title),
-    kinds.USER_INDEX.name: ("user index", kinds.USER_INDEX.title),
-    kinds.AGENTS.name: ("Agents SDK session", kinds.AGENTS.title),
-    kinds.GRAPH.name: ("LangGraph thread", kinds.GRAPH.title),
-}
-
-
-_ALWAYS = (RECORD, kinds.TASK.name, kinds.FENCE.name)
-
-
 def _kinds(counts: dict[str, int], steps: int) -> str:
-    """The kinds of a report, e.g. "1 record, 2 tasks (3 step records)": records,
-    tasks and fences always, the others when there are any."""
+    """The kinds of a report, e.g. "1 record, 2 tasks (3 step records)": those every
+    file had since format 1 (records, tasks, fences) always, the others when there are
+    any."""
     out = []
-    for kind in KINDS:
-        n = counts.get(kind, 0)
-        if n or kind in _ALWAYS:
-            one, many = _NAMES[kind]
-            out.append(f"{n} {one if n == 1 else many}")
-            if kind == kinds.TASK.name and steps:
+    for codec in codecs():
+        n = counts.get(codec.name, 0)
+        if n or codec.since == 1:
+            out.append(f"{n} {codec.one if n == 1 else codec.many}")
+            if codec.name == kinds.TASK.name and steps:
                 out[-1] += f" ({_count(steps, 'step record')})"
     return ", ".join(out)
 
