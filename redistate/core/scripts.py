@@ -31,47 +31,6 @@ __all__ = [
     "script",
 ]
 
-# Which library each script needs; one entry per script file.
-_LIBRARIES: dict[str, tuple[str, ...]] = {
-    "record_put": ("_envelope",),
-    "record_touch": ("_envelope",),
-    "record_delete": ("_envelope",),
-    "record_merge": ("_envelope",),
-    "record_compact": ("_envelope",),
-    "checkpoint_save": ("_envelope",),
-    "checkpoint_log": ("_envelope",),
-    "checkpoint_find": (),
-    "lock_acquire": ("_envelope",),
-    "lock_release": ("_envelope",),
-    "lock_extend": ("_envelope",),
-    "lock_abandon": (),
-    "checkpoint_delete": ("_envelope",),
-    "checkpoint_recode": (),
-    "checkpoint_migrate": (),
-    "step_record": ("_envelope",),
-    "step_recode": (),
-    "event_append": ("_envelope",),
-    "event_trim": (),
-    "event_rewrite": (),
-    "read_lists": (),
-    "graph_put": ("_envelope", "_graph"),
-    "graph_writes": ("_envelope", "_graph"),
-    "graph_read": ("_graph",),
-    "graph_remove": ("_graph",),
-    "graph_copy": ("_envelope", "_graph"),
-    "import_record": ("_envelope",),
-    "import_task": ("_envelope",),
-    "import_fence": (),
-    "import_events": ("_envelope",),
-    "import_user_index": (),
-    "import_agents": ("_envelope",),
-    "import_graph": ("_envelope",),
-    "agents_add": ("_envelope",),
-    "agents_pop": ("_envelope",),
-    "agents_clear": ("_envelope",),
-    "agents_recode": (),
-}
-
 
 class Reply(Protocol):
     """A script's reply made sense of (one parse per script, next to its arguments)."""
@@ -183,6 +142,34 @@ def _read(name: str) -> str:
     return str(_files()[name].read_text("utf-8"))
 
 
+_LUA_FUNCTION: Final = re.compile(r"^local function (rs_\w+)\(", re.M)
+
+
+@cache
+def _libraries() -> dict[str, tuple[str, ...]]:
+    """Each script's libraries (``_*.lua``), in the order they are prepended: those
+    whose functions it calls, and theirs before them. Read from the sources, so a new
+    script needs no entry anywhere."""
+    files = _files()
+    defined = {
+        lib: frozenset(_LUA_FUNCTION.findall(_read(lib))) for lib in sorted(files) if lib[0] == "_"
+    }
+
+    def needs(name: str, seen: tuple[str, ...]) -> tuple[str, ...]:
+        code = _LUA_COMMENT.sub("", _read(name))
+        out: list[str] = []
+        for lib, functions in defined.items():
+            if (
+                lib != name
+                and lib not in seen
+                and any(re.search(rf"\b{f}\(", code) for f in functions)
+            ):
+                out += [*needs(lib, (*seen, name)), lib]
+        return tuple(dict.fromkeys(out))
+
+    return {name: needs(name, ()) for name in sorted(files) if name[0] != "_"}
+
+
 def _calls(text: str) -> frozenset[str]:
     """The commands a Lua file calls. Every call must name its command as a literal:
     one built at run time would escape the ACL check and the documented list."""
@@ -196,14 +183,15 @@ def _calls(text: str) -> frozenset[str]:
 @cache
 def lua_commands(name: str) -> frozenset[str]:
     """Every command script ``name`` may call, its libraries' included (lowercase)."""
-    if name not in _LIBRARIES:
+    libraries = _libraries()
+    if name not in libraries:
         raise KeyError(f"no Lua script named {name!r}")
-    return frozenset().union(*(_calls(_read(f)) for f in (*_LIBRARIES[name], name)))
+    return frozenset().union(*(_calls(_read(f)) for f in (*libraries[name], name)))
 
 
 def acl_commands() -> tuple[str, ...]:
     """Every command a namespace's user must be allowed, sorted (``+name`` each)."""
-    lua = frozenset().union(*(lua_commands(name) for name in _LIBRARIES))
+    lua = frozenset().union(*(lua_commands(name) for name in _libraries()))
     return tuple(sorted(lua | CLIENT_COMMANDS.keys()))
 
 
@@ -252,13 +240,14 @@ def _acl_prelude(name: str) -> str:
 def script(name: str) -> Script:
     """The script called ``name``: its ACL check, its libraries, then its file. Its
     replies come back as the server sent them (see :meth:`Script.replying`)."""
-    if name not in _LIBRARIES:
+    needed = _libraries().get(name)
+    if needed is None:
         raise KeyError(f"no Lua script named {name!r}")
-    libraries = "".join(_read(lib) for lib in _LIBRARIES[name])
+    libraries = "".join(_read(lib) for lib in needed)
     source = _acl_prelude(name) + libraries + _read(name)
     return Script(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
 
 
 def names() -> tuple[str, ...]:
     """Every script name, for preloading and for the header test."""
-    return tuple(_LIBRARIES)
+    return tuple(_libraries())

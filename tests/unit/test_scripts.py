@@ -174,3 +174,18 @@ def test_a_command_that_is_not_a_literal_is_refused() -> None:
     with pytest.raises(ValueError, match="literal"):
         scripts._calls("local c = 'GET'\nreturn redis.call(c, KEYS[1])")
     assert scripts._calls("-- redis.call('DEL', k)\nreturn redis.pcall(\"GET\", k)") == {"get"}
+
+
+def test_each_script_gets_the_libraries_whose_functions_it_calls() -> None:
+    libraries = scripts._libraries()
+    assert libraries["record_put"] == ("_envelope",)
+    assert libraries["graph_put"] == ("_envelope", "_graph")  # _graph after what it uses
+    assert libraries["graph_read"] == ("_graph",)
+    assert libraries["lock_abandon"] == ()
+    # Every script that calls an rs_ function gets the library defining it.
+    for name, needed in libraries.items():
+        text = scripts._read(name)
+        for lib in ("_envelope", "_graph"):
+            functions = re.findall(r"^local function (rs_\w+)\(", scripts._read(lib), re.M)
+            calls = any(re.search(rf"\b{f}\(", text) for f in functions)
+            assert calls == (lib in needed), (name, lib)
