@@ -25,6 +25,7 @@ from redistate.core import kinds
 from redistate.core.codec import JsonCodec
 from redistate.core.keys import KeySpace
 from redistate.langgraph import RedisStateSaver
+from tests.backup_edits import edit_line
 from tests.cli import run
 from tests.conftest import Backend
 from tests.test_cli_backup import Cli, _dump, _rewrite, _server_us, delete_namespace
@@ -278,8 +279,6 @@ def test_a_version_1_file_still_imports_and_keeps_step_records(
 
 # -- crafted or damaged lines of each kind ------------------------------------------------
 
-Lines = list[Any]
-
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
@@ -287,19 +286,6 @@ def _b64(data: bytes) -> str:
 
 def _un(text: str) -> bytes:
     return base64.b64decode(text)
-
-
-def _edit(kind: str, entity: str, change: Any) -> Any:
-    """An edit: ``change(line, now_us)`` replaces the ``kind`` line of ``entity``."""
-
-    def edit(lines: Lines, now_us: int) -> Lines:
-        def pick(line: Any) -> bool:
-            return bool(line.get("kind") == kind and line.get("id") == entity)
-
-        assert sum(map(pick, lines)) == 1, (kind, entity)
-        return [change(dict(line), now_us) if pick(line) else line for line in lines]
-
-    return edit
 
 
 def _step(change: Any) -> Any:
@@ -310,7 +296,7 @@ def _step(change: Any) -> Any:
         steps["charge"] = _b64(change(_un(steps["charge"]), now_us))
         return {**line, "steps": steps}
 
-    return _edit(TASK, "job", edit)
+    return edit_line(TASK, "job", edit)
 
 
 def _started_late(record: bytes, now_us: int) -> bytes:
@@ -322,7 +308,7 @@ def _started_late(record: bytes, now_us: int) -> bytes:
 
 
 def _events(change: Any, entity: str = "e1") -> Any:
-    return _edit(EVENTS, entity, lambda line, now: change(line, now))
+    return edit_line(EVENTS, entity, lambda line, now: change(line, now))
 
 
 def _event_field(n: int, name: str, value: bytes) -> Any:
@@ -341,7 +327,7 @@ def _late_id(line: dict[str, Any], now: int) -> dict[str, Any]:
 
 
 def _graph(change: Any) -> Any:
-    return _edit(GRAPH, "th1", lambda line, now: {**line, "parts": change(dict(line["parts"]))})
+    return edit_line(GRAPH, "th1", lambda line, now: {**line, "parts": change(dict(line["parts"]))})
 
 
 def _state(payload: bytes) -> Any:
@@ -377,12 +363,12 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
         "does not decode",
     ),
     "steps not an object": (
-        _edit(TASK, "job", lambda line, now: {**line, "steps": ["charge"]}),
+        edit_line(TASK, "job", lambda line, now: {**line, "steps": ["charge"]}),
         "",
         "field 'steps' must be an object",
     ),
     "step name empty": (
-        _edit(TASK, "job", lambda line, now: {**line, "steps": {"": line["steps"]["charge"]}}),
+        edit_line(TASK, "job", lambda line, now: {**line, "steps": {"": line["steps"]["charge"]}}),
         "",
         "id must not be empty",
     ),
@@ -421,22 +407,22 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
         "needs events or an anchor",
     ),
     "user index entry malformed": (
-        _edit(USER_INDEX, "bob", lambda line, now: {**line, "owns": ["no-kind"]}),
+        edit_line(USER_INDEX, "bob", lambda line, now: {**line, "owns": ["no-kind"]}),
         "",
         "owns[0] 'no-kind' is not an index entry",
     ),
     "user index entry id too long": (
-        _edit(USER_INDEX, "bob", lambda line, now: {**line, "owns": ["task:" + "x" * 513]}),
+        edit_line(USER_INDEX, "bob", lambda line, now: {**line, "owns": ["task:" + "x" * 513]}),
         "",
         "is not an index entry",
     ),
     "agents item not JSON": (
-        _edit(AGENTS, "chat", lambda line, now: {**line, "items": [_b64(b"\xff")]}),
+        edit_line(AGENTS, "chat", lambda line, now: {**line, "items": [_b64(b"\xff")]}),
         "agents chat",
         "items[0] does not decode with the store's codec",
     ),
     "agents no items": (
-        _edit(AGENTS, "chat", lambda line, now: {**line, "items": []}),
+        edit_line(AGENTS, "chat", lambda line, now: {**line, "items": []}),
         "",
         "needs items",
     ),

@@ -20,6 +20,7 @@ from redistate import RedistateError, Store
 from redistate.admin.backup_format import BadFile, Entity
 from redistate.admin.backup_lines import import_call
 from redistate.core.keys import KeySpace
+from tests.backup_edits import Lines, edit_line
 from tests.cli import run
 from tests.conftest import Backend
 
@@ -336,9 +337,6 @@ def test_a_fence_counter_is_never_lowered(
             assert fence is not None and fence > exported
     finally:
         delete_namespace(server_backend, other)
-
-
-Lines = list[Any]  # JSON objects, or raw bytes for a line that is not one
 
 
 def _rewrite(path: Path, edit: Any) -> Path:
@@ -728,26 +726,13 @@ def _blob(checkpoint_id: str, state: bytes) -> bytes:
     return b"K1,%s,-\n%s\n%s" % (digest, meta, state)
 
 
-def _edit(kind: str, entity: str, change: Any) -> Any:
-    """An edit: ``change(line, now_us)`` replaces the ``kind`` line of ``entity``."""
-
-    def edit(lines: Lines, now_us: int) -> Lines:
-        def pick(line: Any) -> bool:
-            return bool(line.get("kind") == kind and line.get("id") == entity)
-
-        assert sum(map(pick, lines)) == 1, (kind, entity)
-        return [change(dict(line), now_us) if pick(line) else line for line in lines]
-
-    return edit
-
-
 def _record_version(version: Any) -> Any:
     def change(line: dict[str, Any], now_us: int) -> dict[str, Any]:
         wanted = version(now_us) if callable(version) else version
         value = _versioned(base64.b64decode(line["value"]), wanted)
         return {**line, "value": _b64(value), "version": wanted}
 
-    return _edit("record", "u1", change)
+    return edit_line("record", "u1", change)
 
 
 def _record_value(payload: bytes, head: bytes = b"R1") -> Any:
@@ -755,11 +740,11 @@ def _record_value(payload: bytes, head: bytes = b"R1") -> Any:
         value = base64.b64decode(line["value"])
         return {**line, "value": _b64(head + value[2 : value.index(b"\n") + 1] + payload)}
 
-    return _edit("record", "u1", change)
+    return edit_line("record", "u1", change)
 
 
 def _fence(value: Any) -> Any:
-    return _edit("fence", "job", lambda line, now: {**line, "fence": value(now)})
+    return edit_line("fence", "job", lambda line, now: {**line, "fence": value(now)})
 
 
 def _task(change: Any) -> Any:
@@ -774,7 +759,7 @@ def _task(change: Any) -> Any:
         encoded = {n: [_b64(x) for x in p] for n, p in zip(names, (blobs, ids, log), strict=True)}
         return {**line, **encoded, "seq": max(seqs, default=0)}
 
-    return _edit("task", "t1", edit_task)
+    return edit_line("task", "t1", edit_task)
 
 
 def _entry(entry: bytes, field: int, value: int) -> bytes:
@@ -833,7 +818,7 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
         "value does not decode with the store's codec",
     ),
     "record in a reserved kind": (
-        _edit("record", "u1", lambda line, now: {**line, "collection": "meta"}),
+        edit_line("record", "u1", lambda line, now: {**line, "collection": "meta"}),
         "",
         "collection 'meta' is not a record kind",
     ),
