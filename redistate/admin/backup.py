@@ -24,7 +24,7 @@ import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
-from ..core.errors import IntegrityError
+from ..core.errors import IntegrityError, RedistateError
 from ..core.keys import KeySpace
 from .backup_format import (
     END,
@@ -75,8 +75,11 @@ def export(
         for read, reply in zip(pending, replies, strict=True):
             try:
                 line = entity_line(read, reply, read_ms, started_ms)
-            except (IntegrityError, ValueError, TypeError, UnicodeDecodeError):
-                report.skip_unknown(read.found)
+            except IntegrityError:
+                report.skip_unknown(read.found)  # not a value redistate writes
+                continue
+            except (RedistateError, ValueError, TypeError, UnicodeDecodeError) as exc:
+                report.skip_damaged(read.found, exc)
                 continue
             if line is not None:
                 data = encode_line(line)

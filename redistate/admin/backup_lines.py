@@ -72,6 +72,8 @@ def entity_line(read: Read, reply: Any, read_ms: int, started_ms: int) -> dict[s
 
     Raises:
         IntegrityError: the keys hold values redistate did not write.
+        ValueError: a line its own import would refuse (damaged data): it is checked
+            here, so that an export never writes a file that cannot be restored.
     """
     if any(isinstance(part, Exception) for part in reply):
         raise IntegrityError(f"{read.found!r:.200} holds an unexpected type of value")
@@ -79,7 +81,10 @@ def entity_line(read: Read, reply: Any, read_ms: int, started_ms: int) -> dict[s
     def ttl(pttl: int) -> int | None:
         return _ttl_at_start(pttl, read_ms, started_ms)
 
-    return read.codec.line(read, reply, ttl)
+    line = read.codec.line(read, reply, ttl)
+    if line is not None:
+        read.codec.parse(line)  # ValueError, TypeError, RedistateError naming the field
+    return line
 
 
 def import_call(

@@ -114,6 +114,8 @@ class ExportReport:
     not_exported: int = 0  # held leases, wake lists, write memories, staging streams
     unknown: list[str] = field(default_factory=list)  # keys redistate did not recognise
     unknown_count: int = 0
+    damaged: list[str] = field(default_factory=list)  # entities left out (examples)
+    damaged_count: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -125,7 +127,16 @@ class ExportReport:
             "not_exported": self.not_exported,
             "unknown": self.unknown_count,
             "unknown_keys": self.unknown,
+            "damaged": self.damaged_count,
+            "damaged_entities": self.damaged,
         }
+
+    def skip_damaged(self, key: bytes | str, problem: object) -> None:
+        """An entity whose data its own import would refuse: left out, and said."""
+        self.damaged_count += 1
+        if len(self.damaged) < EXAMPLES:
+            text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+            self.damaged.append(f"{text}: {problem}")
 
     def skip_unknown(self, key: bytes | str) -> None:
         self.unknown_count += 1

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..core.errors import InvalidId
 from ..core.keys import KeySpace, check_kind
-from ..core.kinds import ANY, KINDS, SESSION, TASK, USER, Op
+from ..core.kinds import ANY, KINDS, SESSION, TASK, USER, Op, claim
 from .reports import EXAMPLES, KindStats
 
 if TYPE_CHECKING:
@@ -77,7 +77,9 @@ async def collect(
         if found is None:
             found = kinds[kind] = KindStats(kind, no_ttl=0 if kind in expected else None)
         found.keys += 1
-        found.entities += 0 if part else 1
+        owner = claim(kind, part) if kind != OTHER else None
+        if part == "" or (owner is not None and "" not in owner.parts and part == owner.main):
+            found.entities += 1  # a main key, or the one part every such entity has
         # Reservoir sampling: every key of the kind is in the sample with equal odds.
         if len(found.sample) < samples:
             found.sample.append((key, entity, part))

@@ -29,7 +29,7 @@ from ..core.envelope import MAX_VERSION
 from ..core.errors import RedistateError
 from ..core.keys import KeySpace
 from ..steps.spec import StepSpec, check_step_name
-from .spec import _DAMAGED, _DELTA_RE, _ENTRY_RE, CheckpointSpec
+from .spec import _DAMAGED, _DELTA_RE, _ENTRY_RE, CheckpointSpec, _blob_id
 
 if TYPE_CHECKING:
     from ..admin.reports import ExportReport, ImportReport
@@ -61,6 +61,22 @@ def _steps(obj: dict[str, Any]) -> Pairs:
     return tuple(out)
 
 
+def _paired(blobs: Sequence[bytes], entries: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """A torn task's checkpoints and ids (one list evicted or lost, or cut): only the
+    pairs, matched by the checkpoint id each names, newest first. Only pairs can be
+    restored (restore skips the rest, the next save trims them), so only pairs are
+    exported: the file stays importable; the log and the step records stay whole."""
+    by_id: dict[str, bytes] = {}
+    for blob in blobs:
+        by_id.setdefault(_blob_id(blob), blob)
+    pairs = [
+        (by_id[name], entry)
+        for entry in entries
+        if (match := _ENTRY_RE.fullmatch(entry)) and (name := match.group(4).decode()) in by_id
+    ]
+    return [blob for blob, _ in pairs], [entry for _, entry in pairs]
+
+
 class _Tasks(LineCodec):
     name = kinds.TASK.name
     one, many = "task", "tasks"
@@ -81,6 +97,8 @@ class _Tasks(LineCodec):
         first = first_present(read, order, [present[i] for i in _TASK_ORDER])
         if first is None:
             return None
+        if len(lists[0]) != len(lists[1]):
+            lists = [*_paired(lists[0], lists[1]), lists[2]]
         return {
             "kind": self.name,
             "id": read.id,

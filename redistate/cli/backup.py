@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import typer
 
 from .. import RedistateError, Store
-from ..admin import ImportReport
+from ..admin import ExportReport, ImportReport
 from ..admin.backup_codec import codecs
 from ..core import kinds
 from ._app import app
@@ -77,7 +77,16 @@ def export_command(
         raise
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict()) + "\n")
-        return
+    else:
+        _print_export(report, out_file)
+    if report.damaged_count:
+        raise RedistateError(
+            f"{_count(report.damaged_count, 'entity')} left out as damaged (the file "
+            f"holds the rest): {report.damaged[0]}"
+        )
+
+
+def _print_export(report: ExportReport, out_file: Path) -> None:
     total = _count(sum(report.entities.values()), "entity")
     what = _kinds(report.entities, report.steps)
     _say(f"exported {total} ({what}) of namespace {report.namespace!r} to {out_file}")
@@ -87,6 +96,8 @@ def export_command(
     if report.unknown_count:
         examples = ", ".join(report.unknown)
         _say(f"left out {report.unknown_count} keys redistate does not recognise: {examples}")
+    for damaged in report.damaged:
+        _say(f"left out as damaged: {damaged}")
 
 
 def _kinds(counts: dict[str, int], steps: int) -> str:

@@ -490,7 +490,8 @@ class Connection:
         each group's replies in order, an error in place of a command that failed.
         Reads and resend-safe writes only: on a transient failure (a dropped
         connection, MOVED, a failover) the whole batch is sent again, as the retry
-        policy allows."""
+        policy allows. Over maxmemory (which refuses MULTI) the groups are read without
+        it: each group's replies are then not one point-in-time view."""
         if not groups:
             return []
         if self._unready:
@@ -530,6 +531,16 @@ class Connection:
                 count = len(groups[at][1])
                 if atomic:
                     cursor += count + 2  # MULTI, the QUEUED replies, then EXEC's
+                    # A command refused while queued (MOVED, TRYAGAIN, OOM) aborts the
+                    # EXEC (EXECABORT): its own error says what happened.
+                    for queued in replies[cursor - count - 1 : cursor - 1]:
+                        if isinstance(queued, rex.OutOfMemoryError):
+                            # Over maxmemory the server refuses whatever is queued in
+                            # MULTI, reads too: the batch is read without it.
+                            return self._batch(groups, atomic=False)
+                        if isinstance(queued, Exception) and is_transient(queued):
+                            self._relearn(groups[at][0])
+                            raise queued
                     reply = replies[cursor - 1]
                     if isinstance(reply, Exception):  # the whole EXEC failed
                         if is_transient(reply):

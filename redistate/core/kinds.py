@@ -91,6 +91,9 @@ class Kind:
     # import), <home>/rotate_async.py (ROTATE[name]), <home>/migrate_async.py
     # (MIGRATE[name]); an operation in ``skips`` has none.
     home: str = ""
+    # The part every entity has, for a kind without a main key ("" in parts): what
+    # stats counts an entity by (a LangGraph thread: its index).
+    main: str = ""
 
     def applies(self, op: Op) -> bool:
         """Whether ``op`` handles this kind (else ``skips[op]`` says why not)."""
@@ -216,6 +219,7 @@ GRAPH: Final = Kind(
         Op.MIGRATE: "packed by the saver's serializer: LangGraph migrates its checkpoints",
     },
     home="adapters.langgraph",
+    main="idx",
 )
 
 KINDS: Final[tuple[Kind, ...]] = (

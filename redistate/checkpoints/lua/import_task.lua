@@ -14,7 +14,8 @@ ARGV[6 .. 5+b]                the checkpoint blobs, newest first, stored as is
 ARGV[6+b .. 5+b+e]            the id entries, newest first, stored as is
 ARGV[6+b+e .. 5+b+e+2s]       pairs: step name, step record ("S1,...", stored as is)
 ARGV[6+b+e+2s ..]             the deltas, oldest first, stored as is
-returns  {1, seq, steps}: written, seq is the imported newest checkpoint's (0 if none);
+returns  {1, seq, steps}: written (or already there: as new, the lists left as they are),
+         seq is the imported newest checkpoint's (0 if none);
          {0, seq, steps}: the lists refused, the stored task is newer (unchanged);
          steps: how many step records were written
 errors   RSARG on malformed arguments, before any write.
@@ -22,7 +23,8 @@ Newer: compared by (the latest server time of a checkpoint or delta, newest seq,
 count). Time first, because seq starts again at 1 after a delete: a task deleted and
 started again since the export is newer even with fewer checkpoints. Unreadable entries
 are skipped, as checkpoint_save does. The three lists are replaced whole, and get the
-same expiry. A step record is written where the store has none of that name (with
+same expiry; lists exactly as new as the file's are the same task, left as they are
+(a file older than a rotate-keys never puts old-key ciphertext back). A step record is written where the store has none of that name (with
 --force over one), even when the lists are refused: a recorded step is never lost, so
 a resumed task never calls a recorded step again. The step records take the task's
 expiry (its lists', as step_record gives them; ARGV[1] for a task of steps only).
@@ -99,6 +101,11 @@ if ARGV[2] == '0' then
       or (stored_seq == seq and #stored_log > deltas))) then
     expire_steps()
     return {0, stored_seq, written}
+  end
+  if stored_ms == ms and stored_seq == seq and #stored_log == deltas
+      and redis.call('LLEN', KEYS[2]) == entries then
+    expire_steps()
+    return {1, seq, written}
   end
 end
 
