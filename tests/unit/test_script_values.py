@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from redistate.checkpoints import migrate_async as async_checkpoint_migrate
+from redistate.checkpoints import rotate_async as async_checkpoint_rotate
 from redistate.checkpoints import tasks_async as async_checkpoints
 from redistate.checkpoints.spec import (
     CheckpointDeleteArgs,
@@ -17,6 +19,10 @@ from redistate.checkpoints.spec import (
     CheckpointFindReply,
     CheckpointLogArgs,
     CheckpointLogReply,
+    CheckpointMigrateArgs,
+    CheckpointMigrateReply,
+    CheckpointRecodeArgs,
+    CheckpointRecodeReply,
     CheckpointSaveArgs,
     CheckpointSaveReply,
     LogStatus,
@@ -28,6 +34,10 @@ from redistate.events.spec import (
     AppendStatus,
     EventAppendArgs,
     EventAppendReply,
+    EventStageArgs,
+    EventStageReply,
+    EventSwapArgs,
+    EventSwapReply,
     EventTrimArgs,
     EventTrimReply,
 )
@@ -57,7 +67,8 @@ from redistate.records.spec import (
     RecordTouchArgs,
     RecordTouchReply,
 )
-from redistate.steps.spec import StepRecordArgs, StepRecordReply
+from redistate.steps import rotate_async as async_steps
+from redistate.steps.spec import StepRecodeArgs, StepRecodeReply, StepRecordArgs, StepRecordReply
 
 _ARGV_LINE = re.compile(r"^ARGV\[(\d+)\]\s+(.*)$", re.M)
 
@@ -234,6 +245,72 @@ def test_every_script_operation_has_an_argument_case() -> None:
     }  # fmt: skip
 
 
+def header(name: str) -> str:
+    text = _files()[name].read_text("utf-8")
+    return str(text[: text.index("]]")])
+
+
+# Scripts whose ARGV after the fixed ones repeats: (script, argument value, argv, how
+# many fixed ARGV the header numbers, a phrase naming the group).
+VARIADIC_CASES: list[tuple[str, Any, tuple[Any, ...], int, str]] = [
+    (
+        "checkpoint_migrate",
+        CheckpointMigrateArgs(3, (b"K1,d", "c1", b"K1,e")),
+        (3, b"K1,d", "c1", b"K1,e"),
+        1,
+        "then triples: a prefix naming one checkpoint",
+    ),
+    (
+        "checkpoint_recode",
+        CheckpointRecodeArgs((b"K1,d", b"K1,e", b"D1,x,", b"D1,y")),
+        (b"K1,d", b"K1,e", b"D1,x,", b"D1,y"),
+        0,
+        "pairs: a prefix naming one element",
+    ),
+    (
+        "step_recode",
+        StepRecodeArgs((b"fetch", b"S1,old", b"S1,new")),
+        (b"fetch", b"S1,old", b"S1,new"),
+        0,
+        "triples: the step's name, the record read, the record to put",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "argv", "fixed", "phrase"), VARIADIC_CASES, ids=[c[0] for c in VARIADIC_CASES]
+)
+def test_variadic_argv_is_in_the_order_the_header_documents(
+    name: str, args: Any, argv: tuple[Any, ...], fixed: int, phrase: str
+) -> None:
+    assert sorted(header_argv(name)) == list(range(1, fixed + 1))
+    assert " ".join(header(name).split()).count(" ".join(phrase.split())) == 1
+    assert args.argv() == argv
+
+
+def test_event_rewrite_argv_in_each_mode() -> None:
+    text = " ".join(header("event_rewrite").split())
+    assert 'ARGV[1] "add" or "swap"' in text
+    assert 'add: ARGV[2] "1" for the first page' in text
+    assert "groups of 8: stream id, n, t, s, at, p, prev, d" in text
+    for phrase in (
+        "ARGV[2] the stream id of the last event read",
+        "ARGV[3] its digest",
+        "ARGV[4] how many events were read",
+        "ARGV[5] the new chain's last digest",
+        "ARGV[6] the anchor's new state",
+        "ARGV[7] its state digest",
+    ):
+        assert phrase in text
+    page = ("1-0", b"1", b"t", b"1", b"0", b"{}", b"", b"d")
+    assert EventStageArgs(True, page).argv() == ("add", 1, *page)
+    assert EventStageArgs(False, ()).argv() == ("add", 0)
+    swap = EventSwapArgs("1-0", b"d", 3, b"e", b"{}", "s")
+    assert swap.argv() == ("swap", "1-0", b"d", 3, b"e", b"{}", "s")
+    # Nothing read, the anchor kept: every ARGV but the mode and count is "".
+    assert EventSwapArgs().argv() == ("swap", "", "", 0, "", "", "")
+
+
 def test_optional_and_empty_arguments() -> None:
     # An unsealed delta has no ARGV[8]; "" (no checkpoint yet) is "=" alone.
     log = CheckpointLogArgs("d1", b"b", 100, 0, False, "", 0)
@@ -337,6 +414,21 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     (EventAppendReply.parse, [0, b"", 0], EventAppendReply(AppendStatus.MOVED), False),
     (EventAppendReply.parse, [2, b"1-0"], EventAppendReply(AppendStatus.RESENT, "1-0"), True),
     (EventAppendReply.parse, [2, b""], EventAppendReply(AppendStatus.RESENT, ""), True),
+    # event_rewrite: add (the staging stream's length), swap (swapped, or the stream
+    # changed: the staging stream is deleted, a write).
+    (EventStageReply.parse, 8, EventStageReply(8), True),
+    (EventStageReply.parse, 0, EventStageReply(0), True),
+    (EventSwapReply.parse, 1, EventSwapReply(True), True),
+    (EventSwapReply.parse, 0, EventSwapReply(False), True),
+    # checkpoint_migrate: {replaced, held}
+    (CheckpointMigrateReply.parse, [2, 1], CheckpointMigrateReply(2, 1), True),
+    (CheckpointMigrateReply.parse, [0, 1], CheckpointMigrateReply(0, 1), False),
+    (CheckpointMigrateReply.parse, [0, 0], CheckpointMigrateReply(0, 0), False),
+    # checkpoint_recode, step_recode: how many were replaced
+    (CheckpointRecodeReply.parse, 3, CheckpointRecodeReply(3), True),
+    (CheckpointRecodeReply.parse, 0, CheckpointRecodeReply(0), False),
+    (StepRecodeReply.parse, 2, StepRecodeReply(2), True),
+    (StepRecodeReply.parse, 0, StepRecodeReply(0), False),
     # event_trim
     (EventTrimReply.parse, 5, EventTrimReply(5), True),
     (EventTrimReply.parse, 0, EventTrimReply(0), False),
@@ -384,6 +476,11 @@ def test_the_shells_scripts_parse_with_their_reply_types() -> None:
         async_leases._ABANDON: LockAbandonReply,
         async_events._APPEND: EventAppendReply,
         async_events._TRIM: EventTrimReply,
+        async_events._STAGE: EventStageReply,
+        async_events._SWAP: EventSwapReply,
+        async_checkpoint_migrate._MIGRATE: CheckpointMigrateReply,
+        async_checkpoint_rotate._RECODE: CheckpointRecodeReply,
+        async_steps._STEPS: StepRecodeReply,
     }
     for lua, reply in bound.items():
         assert isinstance(lua, Parsed)
