@@ -9,6 +9,37 @@ from typing import Any
 
 import pytest
 
+from redistate.adapters.agents import rotate_async as async_agents_rotate
+from redistate.adapters.agents import session as agents_session
+from redistate.adapters.agents.spec import (
+    AddStatus,
+    AgentsAddArgs,
+    AgentsAddReply,
+    AgentsClearArgs,
+    AgentsClearReply,
+    AgentsPopArgs,
+    AgentsPopReply,
+    AgentsRecodeArgs,
+    AgentsRecodeReply,
+    ClearStatus,
+    PopStatus,
+)
+from redistate.adapters.langgraph import threads_async as async_graph
+from redistate.adapters.langgraph.graph import (
+    DUMP_ARGS,
+    GraphDumpReply,
+    GraphLoadArgs,
+    GraphLoadReply,
+    GraphPutArgs,
+    GraphPutReply,
+    GraphReadArgs,
+    GraphReadReply,
+    GraphRemoveArgs,
+    GraphRemoveReply,
+    GraphWritesArgs,
+    GraphWritesReply,
+    Stored,
+)
 from redistate.checkpoints import migrate_async as async_checkpoint_migrate
 from redistate.checkpoints import rotate_async as async_checkpoint_rotate
 from redistate.checkpoints import tasks_async as async_checkpoints
@@ -211,6 +242,21 @@ ARGV_CASES: list[tuple[str, Any, list[tuple[Any, str]]]] = [
         ],
     ),
     (
+        "agents_pop",
+        AgentsPopArgs(9, "w1"),
+        [(9, "how long (ms) write ids are remembered"), ("w1", "the pop's write id")],
+    ),
+    (
+        "agents_clear",
+        AgentsClearArgs(9, "w1"),
+        [(9, "how long (ms) write ids are remembered"), ("w1", "the clear's write id")],
+    ),
+    (
+        "graph_read",
+        GraphReadArgs(b"+", b"-", 10),
+        [(b"+", "the upper end"), (b"-", "the lower end"), (10, "the most checkpoints")],
+    ),
+    (
         "event_trim",
         EventTrimArgs("1-0", "d" * 64, b"3", b"{}", "s" * 64),
         [
@@ -242,6 +288,7 @@ def test_every_script_operation_has_an_argument_case() -> None:
         "checkpoint_save", "checkpoint_log", "checkpoint_delete", "checkpoint_find",
         "lock_acquire", "lock_release", "lock_extend", "lock_abandon",
         "step_record", "event_append", "event_trim",
+        "agents_pop", "agents_clear", "graph_read",
     }  # fmt: skip
 
 
@@ -273,6 +320,44 @@ VARIADIC_CASES: list[tuple[str, Any, tuple[Any, ...], int, str]] = [
         (b"fetch", b"S1,old", b"S1,new"),
         0,
         "triples: the step's name, the record read, the record to put",
+    ),
+    (
+        "agents_add",
+        AgentsAddArgs(1000, 50, 9, "w1", (b"a", b"b")),
+        (1000, 50, 9, "w1", b"a", b"b"),
+        4,
+        "ARGV[5…] the items, each encoded by the store's codec, oldest first",
+    ),
+    (
+        "agents_recode",
+        AgentsRecodeArgs((b"old", b"new")),
+        (b"old", b"new"),
+        0,
+        "pairs: an item as it was read, then the item to put in its place",
+    ),
+    (
+        "graph_put",
+        GraphPutArgs(
+            b"\0c1", b"P", b"r1", 1000, "tok,3", 5, True, (b"f1", b"f2"), ((b"f2", b"v2"),)
+        ),
+        (b"\0c1", b"P", b"r1", 1000, "tok,3", 5, 1, 2, b"f1", b"f2", b"f2", b"v2"),
+        8,
+        "ARGV[8] n: how many blob fields the checkpoint uses; ARGV[9 .. 8+n] those fields "
+        "ARGV then pairs (blob field, packed value)",
+    ),
+    (
+        "graph_writes",
+        GraphWritesArgs(b"\0c1", 1000, "", ((b"p\0t\0i", True, b"W"), (b"q", False, b"X"))),
+        (b"\0c1", 1000, "", b"p\0t\0i", 1, b"W", b"q", 0, b"X"),
+        3,
+        "then triples: the write's field suffix",
+    ),
+    (
+        "graph_remove",
+        GraphRemoveArgs((b"r1", b"r2")),
+        ("runs", b"r1", b"r2"),
+        1,
+        '"runs": remove every checkpoint whose run id is one of ARGV[2..]',
     ),
 ]
 
@@ -309,6 +394,38 @@ def test_event_rewrite_argv_in_each_mode() -> None:
     assert swap.argv() == ("swap", "1-0", b"d", 3, b"e", b"{}", "s")
     # Nothing read, the anchor kept: every ARGV but the mode and count is "".
     assert EventSwapArgs().argv() == ("swap", "", "", 0, "", "", "")
+
+
+def test_the_fixed_argv_of_the_variadic_ones() -> None:
+    documented = header_argv("graph_put")
+    for n, phrase in enumerate(
+        ("<m>", "the packed checkpoint", "the run id", "ttl in ms", "lease value", "keep",
+         "uses a DeltaChannel", "how many blob fields"),
+        1,
+    ):  # fmt: skip
+        assert phrase in documented[n], (n, documented[n])
+    documented = header_argv("graph_writes")
+    for n, phrase in enumerate(("<m>", "ttl in ms", "lease value"), 1):
+        assert phrase in documented[n]
+    documented = header_argv("agents_add")
+    for n, phrase in enumerate(("ttl in ms", "the most items", "write ids are", "write id"), 1):
+        assert phrase in documented[n]
+    assert '"latest": keep only the newest' in header_argv("graph_remove")[1]
+    assert GraphRemoveArgs().argv() == ("latest",)
+
+
+def test_graph_copy_argv_in_each_half() -> None:
+    text = " ".join(header("graph_copy").split())
+    assert 'ARGV[1] "dump": returns {cp hash, blobs hash, writes hash}' in text
+    assert (
+        '"load": ARGV[2] ttl in ms ("0": none), ARGV[3] how many cp pairs follow, '
+        "ARGV[4] how many blobs pairs follow them, then the writes pairs"
+    ) in text
+    assert DUMP_ARGS == ("dump",)
+    dump = GraphDumpReply((b"c|m", b"P", b"delta", b"1"), (b"f", b"v"), (b"w", b"W"))
+    assert GraphLoadArgs(1000, dump).argv() == (
+        "load", 1000, 2, 1, b"c|m", b"P", b"delta", b"1", b"f", b"v", b"w", b"W",
+    )  # fmt: skip
 
 
 def test_optional_and_empty_arguments() -> None:
@@ -429,6 +546,65 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     (CheckpointRecodeReply.parse, 0, CheckpointRecodeReply(0), False),
     (StepRecodeReply.parse, 2, StepRecodeReply(2), True),
     (StepRecodeReply.parse, 0, StepRecodeReply(0), False),
+    # agents_add: appended, resent (length afterwards); a resend notes itself again.
+    (AgentsAddReply.parse, [1, 3], AgentsAddReply(AddStatus.APPENDED, 3), True),
+    (AgentsAddReply.parse, [2, 3], AgentsAddReply(AddStatus.RESENT, 3), True),
+    # agents_pop: removed, empty, resent with and without what it removed. The write
+    # memory notes every pop, so each counts as a write.
+    (AgentsPopReply.parse, [1, b"I"], AgentsPopReply(PopStatus.REMOVED, b"I"), True),
+    (AgentsPopReply.parse, [0], AgentsPopReply(PopStatus.EMPTY), True),
+    (AgentsPopReply.parse, [2, b"I"], AgentsPopReply(PopStatus.RESENT, b"I"), True),
+    (AgentsPopReply.parse, [2], AgentsPopReply(PopStatus.RESENT), True),
+    # agents_clear: deleted, none, resent
+    (AgentsClearReply.parse, 1, AgentsClearReply(ClearStatus.DELETED), True),
+    (AgentsClearReply.parse, 0, AgentsClearReply(ClearStatus.NONE), True),
+    (AgentsClearReply.parse, 2, AgentsClearReply(ClearStatus.RESENT), True),
+    # agents_recode
+    (AgentsRecodeReply.parse, 4, AgentsRecodeReply(4), True),
+    (AgentsRecodeReply.parse, 0, AgentsRecodeReply(0), False),
+    # graph_put (old checkpoints the cap removed; 0 for a resend), graph_writes
+    (GraphPutReply.parse, 2, GraphPutReply(2), True),
+    (GraphPutReply.parse, 0, GraphPutReply(0), True),
+    (GraphWritesReply.parse, 3, GraphWritesReply(3), True),
+    (GraphWritesReply.parse, 0, GraphWritesReply(0), True),
+    # graph_read: one entry per checkpoint; none
+    (
+        GraphReadReply.parse,
+        [
+            [
+                b"ns\0c1",
+                b"P",
+                [b"ns\0ch\0v1", b"ns\0ch\0v2"],
+                [b"B", b""],
+                [b"ns\0c1\0path\0task\0" + b"1000000000"],
+                [b"W"],
+            ]
+        ],
+        GraphReadReply(
+            (
+                (
+                    b"ns\0c1",
+                    Stored("ns", "c1", b"P", {("ch", "v1"): b"B"}, [("task", "path", b"W")]),
+                ),
+            )
+        ),
+        False,
+    ),
+    (GraphReadReply.parse, [], GraphReadReply(()), False),
+    # graph_remove: removed, nothing, "latest" refused
+    (GraphRemoveReply.parse, 3, GraphRemoveReply(3), True),
+    (GraphRemoveReply.parse, 0, GraphRemoveReply(0), False),
+    (GraphRemoveReply.parse, -1, GraphRemoveReply(0, refused=True), False),
+    # graph_copy: dump (a read), load (added; the TTL is set even when 0)
+    (
+        GraphDumpReply.parse,
+        [[b"c|m", b"P"], [b"f", b"v"], []],
+        GraphDumpReply((b"c|m", b"P"), (b"f", b"v"), ()),
+        False,
+    ),
+    (GraphDumpReply.parse, [[], [], []], GraphDumpReply((), (), ()), False),
+    (GraphLoadReply.parse, 2, GraphLoadReply(2), True),
+    (GraphLoadReply.parse, 0, GraphLoadReply(0), True),
     # event_trim
     (EventTrimReply.parse, 5, EventTrimReply(5), True),
     (EventTrimReply.parse, 0, EventTrimReply(0), False),
@@ -481,6 +657,16 @@ def test_the_shells_scripts_parse_with_their_reply_types() -> None:
         async_checkpoint_migrate._MIGRATE: CheckpointMigrateReply,
         async_checkpoint_rotate._RECODE: CheckpointRecodeReply,
         async_steps._STEPS: StepRecodeReply,
+        agents_session._ADD: AgentsAddReply,
+        agents_session._POP: AgentsPopReply,
+        agents_session._CLEAR: AgentsClearReply,
+        async_agents_rotate._AGENTS: AgentsRecodeReply,
+        async_graph._PUT: GraphPutReply,
+        async_graph._WRITES: GraphWritesReply,
+        async_graph._READ: GraphReadReply,
+        async_graph._REMOVE: GraphRemoveReply,
+        async_graph._DUMP: GraphDumpReply,
+        async_graph._LOAD: GraphLoadReply,
     }
     for lua, reply in bound.items():
         assert isinstance(lua, Parsed)
@@ -489,7 +675,7 @@ def test_the_shells_scripts_parse_with_their_reply_types() -> None:
 
 
 def test_a_script_without_a_parser_returns_the_raw_reply_and_counts_as_a_write() -> None:
-    raw = script("agents_add")
+    raw = script("import_record")
     assert raw.read([1, 2]) == [1, 2]
     assert raw.wrote([0]) is True
     parsed = raw.replying(RecordCompactReply.parse)
