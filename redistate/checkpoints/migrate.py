@@ -16,6 +16,7 @@ from ..admin.handlers import EachEntity
 from ..core import kinds
 from ..core.errors import SchemaError
 from ..core.scripts import script
+from .spec import CheckpointMigrateArgs, CheckpointMigrateReply
 
 if TYPE_CHECKING:
     from ..admin.handlers import Found, MigratorFactory
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MIGRATE"]
 
-_MIGRATE = script("checkpoint_migrate")
+_MIGRATE = script("checkpoint_migrate").replying(CheckpointMigrateReply.parse)
 
 
 def _task(store: Store, conn: Connection, found: Found, report: MigrateReport) -> None:
@@ -41,9 +42,10 @@ def _task(store: Store, conn: Connection, found: Found, report: MigrateReport) -
         if fresh is not None:
             triples.extend(fresh)
     if triples:
-        done = conn.script(_MIGRATE, (key, log_key), (spec.schema, *triples))
-        report.checkpoints += int(done[0])
-        report.held += int(done[1])
+        args = CheckpointMigrateArgs(spec.schema, tuple(triples))
+        done = conn.script(_MIGRATE, (key, log_key), args.argv())
+        report.checkpoints += done.replaced
+        report.held += done.held
 
 
 MIGRATE: Final[Mapping[str, MigratorFactory]] = {kinds.TASK.name: EachEntity.of(_task)}

@@ -15,6 +15,7 @@ from ..admin.handlers_async import EachEntity
 from ..core import kinds
 from ..core.errors import SchemaError
 from ..core.scripts import script
+from .spec import CheckpointMigrateArgs, CheckpointMigrateReply
 
 if TYPE_CHECKING:
     from ..admin.handlers_async import Found, MigratorFactory
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MIGRATE"]
 
-_MIGRATE = script("checkpoint_migrate")
+_MIGRATE = script("checkpoint_migrate").replying(CheckpointMigrateReply.parse)
 
 
 async def _task(
@@ -42,9 +43,10 @@ async def _task(
         if fresh is not None:
             triples.extend(fresh)
     if triples:
-        done = await conn.script(_MIGRATE, (key, log_key), (spec.schema, *triples))
-        report.checkpoints += int(done[0])
-        report.held += int(done[1])
+        args = CheckpointMigrateArgs(spec.schema, tuple(triples))
+        done = await conn.script(_MIGRATE, (key, log_key), args.argv())
+        report.checkpoints += done.replaced
+        report.held += done.held
 
 
 MIGRATE: Final[Mapping[str, MigratorFactory]] = {kinds.TASK.name: EachEntity.of(_task)}

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..core import kinds
 from ..core.scripts import script
+from .spec import CheckpointRecodeArgs, CheckpointRecodeReply
 
 if TYPE_CHECKING:
     from ..admin.handlers import Current, Found, RotateHandler
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ROTATE"]
 
-_RECODE = script("checkpoint_recode")
+_RECODE = script("checkpoint_recode").replying(CheckpointRecodeReply.parse)
 
 
 def _rotate_list(
@@ -49,7 +50,7 @@ def _rotate_list(
             pairs.extend(found)
     if not pairs:
         return 0
-    done = int(conn.script(_RECODE, (key,), pairs))
+    done = (conn.script(_RECODE, (key,), CheckpointRecodeArgs(tuple(pairs)).argv())).replaced
     report.changed += len(pairs) // 2 - done
     return done
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..core import kinds
 from ..core.scripts import script
+from .spec import CheckpointRecodeArgs, CheckpointRecodeReply
 
 if TYPE_CHECKING:
     from ..admin.handlers_async import Current, Found, RotateHandler
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ROTATE"]
 
-_RECODE = script("checkpoint_recode")
+_RECODE = script("checkpoint_recode").replying(CheckpointRecodeReply.parse)
 
 
 async def _rotate_list(
@@ -48,7 +49,7 @@ async def _rotate_list(
             pairs.extend(found)
     if not pairs:
         return 0
-    done = int(await conn.script(_RECODE, (key,), pairs))
+    done = (await conn.script(_RECODE, (key,), CheckpointRecodeArgs(tuple(pairs)).argv())).replaced
     report.changed += len(pairs) // 2 - done
     return done
 

@@ -52,6 +52,10 @@ __all__ = [
     "CheckpointFindReply",
     "CheckpointLogArgs",
     "CheckpointLogReply",
+    "CheckpointMigrateArgs",
+    "CheckpointMigrateReply",
+    "CheckpointRecodeArgs",
+    "CheckpointRecodeReply",
     "CheckpointSaveArgs",
     "CheckpointSaveReply",
     "CheckpointSpec",
@@ -275,6 +279,60 @@ class CheckpointFindReply:
     @property
     def wrote(self) -> bool:
         return False  # a lookup
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointMigrateArgs:
+    """ARGV of checkpoint_migrate."""
+
+    schema: int  # the schema the new checkpoints are at
+    triples: tuple[bytes | str, ...]  # (prefix naming one, its id, its replacement)...
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.schema, *self.triples)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointMigrateReply:
+    """A checkpoint_migrate reply: checkpoints ``replaced``, and ``held`` (left because
+    deltas made against an older schema follow them)."""
+
+    replaced: int
+    held: int
+
+    @classmethod
+    def parse(cls, reply: Any) -> CheckpointMigrateReply:
+        return cls(int(reply[0]), int(reply[1]))
+
+    @property
+    def wrote(self) -> bool:
+        return self.replaced > 0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecodeArgs:
+    """ARGV of checkpoint_recode."""
+
+    pairs: tuple[bytes, ...]  # (prefix naming one element, its replacement)...
+
+    def argv(self) -> tuple[Any, ...]:
+        return self.pairs
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecodeReply:
+    """A checkpoint_recode reply: how many elements were replaced (one saved, trimmed
+    or deleted since it was read is not found)."""
+
+    replaced: int
+
+    @classmethod
+    def parse(cls, reply: Any) -> CheckpointRecodeReply:
+        return cls(int(reply))
+
+    @property
+    def wrote(self) -> bool:
+        return self.replaced > 0
 
 
 _last_us = 0

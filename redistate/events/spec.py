@@ -35,6 +35,10 @@ __all__ = [
     "Event",
     "EventAppendArgs",
     "EventAppendReply",
+    "EventStageArgs",
+    "EventStageReply",
+    "EventSwapArgs",
+    "EventSwapReply",
     "EventSpec",
     "EventTrimArgs",
     "EventTrimReply",
@@ -169,6 +173,67 @@ class EventTrimReply:
     @property
     def wrote(self) -> bool:
         return self.removed > 0
+
+
+@dataclass(frozen=True, slots=True)
+class EventStageArgs:
+    """ARGV of event_rewrite "add": a page of the new chain for the staging stream."""
+
+    first: bool  # the first page: the staging stream starts empty
+    entries: tuple[Any, ...]  # groups of 8: stream id, n, t, s, at, p, prev, d
+
+    def argv(self) -> tuple[Any, ...]:
+        return ("add", int(self.first), *self.entries)
+
+
+@dataclass(frozen=True, slots=True)
+class EventStageReply:
+    """An event_rewrite "add" reply: the staging stream's length."""
+
+    length: int
+
+    @classmethod
+    def parse(cls, reply: Any) -> EventStageReply:
+        return cls(int(reply))
+
+    @property
+    def wrote(self) -> bool:
+        return True  # a resent page adds nothing, which the length does not tell
+
+
+@dataclass(frozen=True, slots=True)
+class EventSwapArgs:
+    """ARGV of event_rewrite "swap": the staging stream in place of the stream, if it
+    still ends where it was read (no events read: ``count`` 0, the rest ignored)."""
+
+    last_id: str = ""  # the stream id of the last event read
+    digest: bytes | str = ""  # its digest
+    count: int = 0  # how many events were read
+    new_digest: bytes | str = ""  # the new chain's last digest
+    state: bytes | str = ""  # the anchor's new state ("" = keep it)
+    state_seal: str = ""  # its state digest
+
+    def argv(self) -> tuple[Any, ...]:
+        return (
+            "swap", self.last_id, self.digest, self.count, self.new_digest, self.state,
+            self.state_seal,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class EventSwapReply:
+    """An event_rewrite "swap" reply: ``swapped`` (also a resent swap finding it done),
+    else the stream changed meanwhile (nothing replaced, the staging stream deleted)."""
+
+    swapped: bool
+
+    @classmethod
+    def parse(cls, reply: Any) -> EventSwapReply:
+        return cls(int(reply) == 1)
+
+    @property
+    def wrote(self) -> bool:
+        return True  # a refused swap still deletes the staging stream
 
 
 def canonical(prev: str, seq: int, type: str, schema: int, at_ms: int, payload: bytes) -> bytes:

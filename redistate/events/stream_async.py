@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 from ..checkpoints.spec import Verification
@@ -24,6 +25,10 @@ from .spec import (
     Event,
     EventAppendReply,
     EventSpec,
+    EventStageArgs,
+    EventStageReply,
+    EventSwapArgs,
+    EventSwapReply,
     EventTrimArgs,
     EventTrimReply,
     Recode,
@@ -36,7 +41,9 @@ __all__ = ["AsyncEvents"]
 
 _APPEND = script("event_append").replying(EventAppendReply.parse)
 _TRIM = script("event_trim").replying(EventTrimReply.parse)
-_REWRITE = script("event_rewrite")
+# event_rewrite has two modes, each with its own reply (the same script).
+_STAGE = script("event_rewrite").replying(EventStageReply.parse)
+_SWAP = script("event_rewrite").replying(EventSwapReply.parse)
 _PAGE = 1000  # stream entries per read
 _HEADS = 4096  # chain ends remembered per store (cleared when full)
 
@@ -242,15 +249,15 @@ class AsyncEvents:
             return 0
         for start in range(0, len(rows), _PAGE):
             page = [value for row in rows[start : start + _PAGE] for value in row]
-            await self._conn.script(_REWRITE, keys, ("add", int(start == 0), *page))
-        swap: tuple[Any, ...] = ("", "", 0, "")
+            await self._conn.script(_STAGE, keys, EventStageArgs(start == 0, tuple(page)).argv())
+        swap = EventSwapArgs()
         if entries:
             last_id, last = entries[-1]
-            swap = (_text(last_id), last[b"d"], len(rows), rows[-1][-1])
-        sealed: tuple[Any, ...] = ("", "")
+            swap = EventSwapArgs(_text(last_id), last[b"d"], len(rows), rows[-1][-1])
         if state is not None:
-            sealed = (state, self.spec.state_seal(key, found.digest, state))
-        if not int(await self._conn.script(_REWRITE, keys, ("swap", *swap, *sealed))):
+            seal = self.spec.state_seal(key, found.digest, state)
+            swap = replace(swap, state=state, state_seal=seal)
+        if not (await self._conn.script(_SWAP, keys, swap.argv())).swapped:
             raise ConflictError(key, len(rows), -1)
         self._heads.pop(entity, None)
         return changed + (state is not None)

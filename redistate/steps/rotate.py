@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..core import kinds
 from ..core.scripts import script
+from .spec import StepRecodeArgs, StepRecodeReply
 
 if TYPE_CHECKING:
     from ..admin.handlers import Current, Found, RotateHandler
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ROTATE"]
 
-_STEPS = script("step_recode")
+_STEPS = script("step_recode").replying(StepRecodeReply.parse)
 
 
 def _rotate_steps(
@@ -39,7 +40,8 @@ def _rotate_steps(
         else:
             triples += [name, raw, fresh]
     if triples:
-        done = int(conn.script(_STEPS, (key,), triples))
+        args = StepRecodeArgs(tuple(triples))
+        done = (conn.script(_STEPS, (key,), args.argv())).replaced
         report.steps += done
         report.changed += len(triples) // 3 - done
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..core import kinds
 from ..core.scripts import script
+from .spec import StepRecodeArgs, StepRecodeReply
 
 if TYPE_CHECKING:
     from ..admin.handlers_async import Current, Found, RotateHandler
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ROTATE"]
 
-_STEPS = script("step_recode")
+_STEPS = script("step_recode").replying(StepRecodeReply.parse)
 
 
 async def _rotate_steps(
@@ -38,7 +39,8 @@ async def _rotate_steps(
         else:
             triples += [name, raw, fresh]
     if triples:
-        done = int(await conn.script(_STEPS, (key,), triples))
+        args = StepRecodeArgs(tuple(triples))
+        done = (await conn.script(_STEPS, (key,), args.argv())).replaced
         report.steps += done
         report.changed += len(triples) // 3 - done
 

@@ -24,7 +24,15 @@ from ..core.errors import IntegrityError, StateTooLarge, StepFailed, StepInterru
 from ..core.keys import escape_id
 from ..core.signing import SigningKeys, digest_problem
 
-__all__ = ["Step", "StepRecordArgs", "StepRecordReply", "StepSpec", "check_step_name"]
+__all__ = [
+    "Step",
+    "StepRecodeArgs",
+    "StepRecodeReply",
+    "StepRecordArgs",
+    "StepRecordReply",
+    "StepSpec",
+    "check_step_name",
+]
 
 _HEAD_RE: Final = re.compile(
     rb"S1,([sdf]),([01]),(\d{1,19}),(\d{13}),(\d{13}),((?:[A-Za-z0-9_-]{1,32}:)?[0-9a-f]{64})\n"
@@ -78,6 +86,32 @@ class StepRecordReply:
     @property
     def wrote(self) -> bool:
         return self.recorded
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecodeArgs:
+    """ARGV of step_recode."""
+
+    triples: tuple[bytes, ...]  # (the step's name, the record read, its replacement)...
+
+    def argv(self) -> tuple[Any, ...]:
+        return self.triples
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecodeReply:
+    """A step_recode reply: how many records were replaced (one changed since it was
+    read is left for a second run)."""
+
+    replaced: int
+
+    @classmethod
+    def parse(cls, reply: Any) -> StepRecodeReply:
+        return cls(int(reply))
+
+    @property
+    def wrote(self) -> bool:
+        return self.replaced > 0
 
 
 @dataclass(frozen=True, slots=True)

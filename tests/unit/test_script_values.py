@@ -9,6 +9,39 @@ from typing import Any
 
 import pytest
 
+from redistate.adapters.agents import rotate_async as async_agents_rotate
+from redistate.adapters.agents import session as agents_session
+from redistate.adapters.agents.spec import (
+    AddStatus,
+    AgentsAddArgs,
+    AgentsAddReply,
+    AgentsClearArgs,
+    AgentsClearReply,
+    AgentsPopArgs,
+    AgentsPopReply,
+    AgentsRecodeArgs,
+    AgentsRecodeReply,
+    ClearStatus,
+    PopStatus,
+)
+from redistate.adapters.langgraph import threads_async as async_graph
+from redistate.adapters.langgraph.graph import (
+    DUMP_ARGS,
+    GraphDumpReply,
+    GraphLoadArgs,
+    GraphLoadReply,
+    GraphPutArgs,
+    GraphPutReply,
+    GraphReadArgs,
+    GraphReadReply,
+    GraphRemoveArgs,
+    GraphRemoveReply,
+    GraphWritesArgs,
+    GraphWritesReply,
+    Stored,
+)
+from redistate.checkpoints import migrate_async as async_checkpoint_migrate
+from redistate.checkpoints import rotate_async as async_checkpoint_rotate
 from redistate.checkpoints import tasks_async as async_checkpoints
 from redistate.checkpoints.spec import (
     CheckpointDeleteArgs,
@@ -17,6 +50,10 @@ from redistate.checkpoints.spec import (
     CheckpointFindReply,
     CheckpointLogArgs,
     CheckpointLogReply,
+    CheckpointMigrateArgs,
+    CheckpointMigrateReply,
+    CheckpointRecodeArgs,
+    CheckpointRecodeReply,
     CheckpointSaveArgs,
     CheckpointSaveReply,
     LogStatus,
@@ -28,6 +65,10 @@ from redistate.events.spec import (
     AppendStatus,
     EventAppendArgs,
     EventAppendReply,
+    EventStageArgs,
+    EventStageReply,
+    EventSwapArgs,
+    EventSwapReply,
     EventTrimArgs,
     EventTrimReply,
 )
@@ -57,7 +98,8 @@ from redistate.records.spec import (
     RecordTouchArgs,
     RecordTouchReply,
 )
-from redistate.steps.spec import StepRecordArgs, StepRecordReply
+from redistate.steps import rotate_async as async_steps
+from redistate.steps.spec import StepRecodeArgs, StepRecodeReply, StepRecordArgs, StepRecordReply
 
 _ARGV_LINE = re.compile(r"^ARGV\[(\d+)\]\s+(.*)$", re.M)
 
@@ -200,6 +242,21 @@ ARGV_CASES: list[tuple[str, Any, list[tuple[Any, str]]]] = [
         ],
     ),
     (
+        "agents_pop",
+        AgentsPopArgs(9, "w1"),
+        [(9, "how long (ms) write ids are remembered"), ("w1", "the pop's write id")],
+    ),
+    (
+        "agents_clear",
+        AgentsClearArgs(9, "w1"),
+        [(9, "how long (ms) write ids are remembered"), ("w1", "the clear's write id")],
+    ),
+    (
+        "graph_read",
+        GraphReadArgs(b"+", b"-", 10),
+        [(b"+", "the upper end"), (b"-", "the lower end"), (10, "the most checkpoints")],
+    ),
+    (
         "event_trim",
         EventTrimArgs("1-0", "d" * 64, b"3", b"{}", "s" * 64),
         [
@@ -231,7 +288,144 @@ def test_every_script_operation_has_an_argument_case() -> None:
         "checkpoint_save", "checkpoint_log", "checkpoint_delete", "checkpoint_find",
         "lock_acquire", "lock_release", "lock_extend", "lock_abandon",
         "step_record", "event_append", "event_trim",
+        "agents_pop", "agents_clear", "graph_read",
     }  # fmt: skip
+
+
+def header(name: str) -> str:
+    text = _files()[name].read_text("utf-8")
+    return str(text[: text.index("]]")])
+
+
+# Scripts whose ARGV after the fixed ones repeats: (script, argument value, argv, how
+# many fixed ARGV the header numbers, a phrase naming the group).
+VARIADIC_CASES: list[tuple[str, Any, tuple[Any, ...], int, str]] = [
+    (
+        "checkpoint_migrate",
+        CheckpointMigrateArgs(3, (b"K1,d", "c1", b"K1,e")),
+        (3, b"K1,d", "c1", b"K1,e"),
+        1,
+        "then triples: a prefix naming one checkpoint",
+    ),
+    (
+        "checkpoint_recode",
+        CheckpointRecodeArgs((b"K1,d", b"K1,e", b"D1,x,", b"D1,y")),
+        (b"K1,d", b"K1,e", b"D1,x,", b"D1,y"),
+        0,
+        "pairs: a prefix naming one element",
+    ),
+    (
+        "step_recode",
+        StepRecodeArgs((b"fetch", b"S1,old", b"S1,new")),
+        (b"fetch", b"S1,old", b"S1,new"),
+        0,
+        "triples: the step's name, the record read, the record to put",
+    ),
+    (
+        "agents_add",
+        AgentsAddArgs(1000, 50, 9, "w1", (b"a", b"b")),
+        (1000, 50, 9, "w1", b"a", b"b"),
+        4,
+        "ARGV[5…] the items, each encoded by the store's codec, oldest first",
+    ),
+    (
+        "agents_recode",
+        AgentsRecodeArgs((b"old", b"new")),
+        (b"old", b"new"),
+        0,
+        "pairs: an item as it was read, then the item to put in its place",
+    ),
+    (
+        "graph_put",
+        GraphPutArgs(
+            b"\0c1", b"P", b"r1", 1000, "tok,3", 5, True, (b"f1", b"f2"), ((b"f2", b"v2"),)
+        ),
+        (b"\0c1", b"P", b"r1", 1000, "tok,3", 5, 1, 2, b"f1", b"f2", b"f2", b"v2"),
+        8,
+        "ARGV[8] n: how many blob fields the checkpoint uses; ARGV[9 .. 8+n] those fields "
+        "ARGV then pairs (blob field, packed value)",
+    ),
+    (
+        "graph_writes",
+        GraphWritesArgs(b"\0c1", 1000, "", ((b"p\0t\0i", True, b"W"), (b"q", False, b"X"))),
+        (b"\0c1", 1000, "", b"p\0t\0i", 1, b"W", b"q", 0, b"X"),
+        3,
+        "then triples: the write's field suffix",
+    ),
+    (
+        "graph_remove",
+        GraphRemoveArgs((b"r1", b"r2")),
+        ("runs", b"r1", b"r2"),
+        1,
+        '"runs": remove every checkpoint whose run id is one of ARGV[2..]',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "argv", "fixed", "phrase"), VARIADIC_CASES, ids=[c[0] for c in VARIADIC_CASES]
+)
+def test_variadic_argv_is_in_the_order_the_header_documents(
+    name: str, args: Any, argv: tuple[Any, ...], fixed: int, phrase: str
+) -> None:
+    assert sorted(header_argv(name)) == list(range(1, fixed + 1))
+    assert " ".join(header(name).split()).count(" ".join(phrase.split())) == 1
+    assert args.argv() == argv
+
+
+def test_event_rewrite_argv_in_each_mode() -> None:
+    text = " ".join(header("event_rewrite").split())
+    assert 'ARGV[1] "add" or "swap"' in text
+    assert 'add: ARGV[2] "1" for the first page' in text
+    assert "groups of 8: stream id, n, t, s, at, p, prev, d" in text
+    for phrase in (
+        "ARGV[2] the stream id of the last event read",
+        "ARGV[3] its digest",
+        "ARGV[4] how many events were read",
+        "ARGV[5] the new chain's last digest",
+        "ARGV[6] the anchor's new state",
+        "ARGV[7] its state digest",
+    ):
+        assert phrase in text
+    page = ("1-0", b"1", b"t", b"1", b"0", b"{}", b"", b"d")
+    assert EventStageArgs(True, page).argv() == ("add", 1, *page)
+    assert EventStageArgs(False, ()).argv() == ("add", 0)
+    swap = EventSwapArgs("1-0", b"d", 3, b"e", b"{}", "s")
+    assert swap.argv() == ("swap", "1-0", b"d", 3, b"e", b"{}", "s")
+    # Nothing read, the anchor kept: every ARGV but the mode and count is "".
+    assert EventSwapArgs().argv() == ("swap", "", "", 0, "", "", "")
+
+
+def test_the_fixed_argv_of_the_variadic_ones() -> None:
+    documented = header_argv("graph_put")
+    for n, phrase in enumerate(
+        ("<m>", "the packed checkpoint", "the run id", "ttl in ms", "lease value", "keep",
+         "uses a DeltaChannel", "how many blob fields"),
+        1,
+    ):  # fmt: skip
+        assert phrase in documented[n], (n, documented[n])
+    documented = header_argv("graph_writes")
+    for n, phrase in enumerate(("<m>", "ttl in ms", "lease value"), 1):
+        assert phrase in documented[n]
+    documented = header_argv("agents_add")
+    for n, phrase in enumerate(("ttl in ms", "the most items", "write ids are", "write id"), 1):
+        assert phrase in documented[n]
+    assert '"latest": keep only the newest' in header_argv("graph_remove")[1]
+    assert GraphRemoveArgs().argv() == ("latest",)
+
+
+def test_graph_copy_argv_in_each_half() -> None:
+    text = " ".join(header("graph_copy").split())
+    assert 'ARGV[1] "dump": returns {cp hash, blobs hash, writes hash}' in text
+    assert (
+        '"load": ARGV[2] ttl in ms ("0": none), ARGV[3] how many cp pairs follow, '
+        "ARGV[4] how many blobs pairs follow them, then the writes pairs"
+    ) in text
+    assert DUMP_ARGS == ("dump",)
+    dump = GraphDumpReply((b"c|m", b"P", b"delta", b"1"), (b"f", b"v"), (b"w", b"W"))
+    assert GraphLoadArgs(1000, dump).argv() == (
+        "load", 1000, 2, 1, b"c|m", b"P", b"delta", b"1", b"f", b"v", b"w", b"W",
+    )  # fmt: skip
 
 
 def test_optional_and_empty_arguments() -> None:
@@ -337,6 +531,80 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     (EventAppendReply.parse, [0, b"", 0], EventAppendReply(AppendStatus.MOVED), False),
     (EventAppendReply.parse, [2, b"1-0"], EventAppendReply(AppendStatus.RESENT, "1-0"), True),
     (EventAppendReply.parse, [2, b""], EventAppendReply(AppendStatus.RESENT, ""), True),
+    # event_rewrite: add (the staging stream's length), swap (swapped, or the stream
+    # changed: the staging stream is deleted, a write).
+    (EventStageReply.parse, 8, EventStageReply(8), True),
+    (EventStageReply.parse, 0, EventStageReply(0), True),
+    (EventSwapReply.parse, 1, EventSwapReply(True), True),
+    (EventSwapReply.parse, 0, EventSwapReply(False), True),
+    # checkpoint_migrate: {replaced, held}
+    (CheckpointMigrateReply.parse, [2, 1], CheckpointMigrateReply(2, 1), True),
+    (CheckpointMigrateReply.parse, [0, 1], CheckpointMigrateReply(0, 1), False),
+    (CheckpointMigrateReply.parse, [0, 0], CheckpointMigrateReply(0, 0), False),
+    # checkpoint_recode, step_recode: how many were replaced
+    (CheckpointRecodeReply.parse, 3, CheckpointRecodeReply(3), True),
+    (CheckpointRecodeReply.parse, 0, CheckpointRecodeReply(0), False),
+    (StepRecodeReply.parse, 2, StepRecodeReply(2), True),
+    (StepRecodeReply.parse, 0, StepRecodeReply(0), False),
+    # agents_add: appended, resent (length afterwards); a resend notes itself again.
+    (AgentsAddReply.parse, [1, 3], AgentsAddReply(AddStatus.APPENDED, 3), True),
+    (AgentsAddReply.parse, [2, 3], AgentsAddReply(AddStatus.RESENT, 3), True),
+    # agents_pop: removed, empty, resent with and without what it removed. The write
+    # memory notes every pop, so each counts as a write.
+    (AgentsPopReply.parse, [1, b"I"], AgentsPopReply(PopStatus.REMOVED, b"I"), True),
+    (AgentsPopReply.parse, [0], AgentsPopReply(PopStatus.EMPTY), True),
+    (AgentsPopReply.parse, [2, b"I"], AgentsPopReply(PopStatus.RESENT, b"I"), True),
+    (AgentsPopReply.parse, [2], AgentsPopReply(PopStatus.RESENT), True),
+    # agents_clear: deleted, none, resent
+    (AgentsClearReply.parse, 1, AgentsClearReply(ClearStatus.DELETED), True),
+    (AgentsClearReply.parse, 0, AgentsClearReply(ClearStatus.NONE), True),
+    (AgentsClearReply.parse, 2, AgentsClearReply(ClearStatus.RESENT), True),
+    # agents_recode
+    (AgentsRecodeReply.parse, 4, AgentsRecodeReply(4), True),
+    (AgentsRecodeReply.parse, 0, AgentsRecodeReply(0), False),
+    # graph_put (old checkpoints the cap removed; 0 for a resend), graph_writes
+    (GraphPutReply.parse, 2, GraphPutReply(2), True),
+    (GraphPutReply.parse, 0, GraphPutReply(0), True),
+    (GraphWritesReply.parse, 3, GraphWritesReply(3), True),
+    (GraphWritesReply.parse, 0, GraphWritesReply(0), True),
+    # graph_read: one entry per checkpoint; none
+    (
+        GraphReadReply.parse,
+        [
+            [
+                b"ns\0c1",
+                b"P",
+                [b"ns\0ch\0v1", b"ns\0ch\0v2"],
+                [b"B", b""],
+                [b"ns\0c1\0path\0task\0" + b"1000000000"],
+                [b"W"],
+            ]
+        ],
+        GraphReadReply(
+            (
+                (
+                    b"ns\0c1",
+                    Stored("ns", "c1", b"P", {("ch", "v1"): b"B"}, [("task", "path", b"W")]),
+                ),
+            )
+        ),
+        False,
+    ),
+    (GraphReadReply.parse, [], GraphReadReply(()), False),
+    # graph_remove: removed, nothing, "latest" refused
+    (GraphRemoveReply.parse, 3, GraphRemoveReply(3), True),
+    (GraphRemoveReply.parse, 0, GraphRemoveReply(0), False),
+    (GraphRemoveReply.parse, -1, GraphRemoveReply(0, refused=True), False),
+    # graph_copy: dump (a read), load (added; the TTL is set even when 0)
+    (
+        GraphDumpReply.parse,
+        [[b"c|m", b"P"], [b"f", b"v"], []],
+        GraphDumpReply((b"c|m", b"P"), (b"f", b"v"), ()),
+        False,
+    ),
+    (GraphDumpReply.parse, [[], [], []], GraphDumpReply((), (), ()), False),
+    (GraphLoadReply.parse, 2, GraphLoadReply(2), True),
+    (GraphLoadReply.parse, 0, GraphLoadReply(0), True),
     # event_trim
     (EventTrimReply.parse, 5, EventTrimReply(5), True),
     (EventTrimReply.parse, 0, EventTrimReply(0), False),
@@ -384,6 +652,21 @@ def test_the_shells_scripts_parse_with_their_reply_types() -> None:
         async_leases._ABANDON: LockAbandonReply,
         async_events._APPEND: EventAppendReply,
         async_events._TRIM: EventTrimReply,
+        async_events._STAGE: EventStageReply,
+        async_events._SWAP: EventSwapReply,
+        async_checkpoint_migrate._MIGRATE: CheckpointMigrateReply,
+        async_checkpoint_rotate._RECODE: CheckpointRecodeReply,
+        async_steps._STEPS: StepRecodeReply,
+        agents_session._ADD: AgentsAddReply,
+        agents_session._POP: AgentsPopReply,
+        agents_session._CLEAR: AgentsClearReply,
+        async_agents_rotate._AGENTS: AgentsRecodeReply,
+        async_graph._PUT: GraphPutReply,
+        async_graph._WRITES: GraphWritesReply,
+        async_graph._READ: GraphReadReply,
+        async_graph._REMOVE: GraphRemoveReply,
+        async_graph._DUMP: GraphDumpReply,
+        async_graph._LOAD: GraphLoadReply,
     }
     for lua, reply in bound.items():
         assert isinstance(lua, Parsed)
@@ -392,7 +675,7 @@ def test_the_shells_scripts_parse_with_their_reply_types() -> None:
 
 
 def test_a_script_without_a_parser_returns_the_raw_reply_and_counts_as_a_write() -> None:
-    raw = script("agents_add")
+    raw = script("import_record")
     assert raw.read([1, 2]) == [1, 2]
     assert raw.wrote([0]) is True
     parsed = raw.replying(RecordCompactReply.parse)

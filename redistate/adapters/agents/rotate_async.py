@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final
 from ...core import kinds
 from ...core.scripts import script
 from .recode import recoded_items
+from .spec import AgentsRecodeArgs, AgentsRecodeReply
 
 if TYPE_CHECKING:
     from ...admin.handlers_async import Current, Found, RotateHandler
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ROTATE"]
 
-_AGENTS = script("agents_recode")
+_AGENTS = script("agents_recode").replying(AgentsRecodeReply.parse)
 _PAGE: Final = 500  # items re-encoded per agents_recode call
 
 
@@ -37,7 +38,7 @@ async def _rotate_agents(
     # Only the item list: its write memory (<key>:writes) is another part, not visited.
     for start in range(0, len(pairs), 2 * _PAGE):
         page = pairs[start : start + 2 * _PAGE]
-        done = int(await conn.script(_AGENTS, (key,), page))
+        done = (await conn.script(_AGENTS, (key,), AgentsRecodeArgs(tuple(page)).argv())).replaced
         report.agent_items += done
         report.changed += len(page) // 2 - done
 

@@ -21,11 +21,21 @@ from ...core.scripts import Script, script
 from ...records.spec import new_write_id
 from ...store import Store
 from ...store_async import AsyncStore
+from .spec import (
+    AgentsAddArgs,
+    AgentsAddReply,
+    AgentsClearArgs,
+    AgentsClearReply,
+    AgentsPopArgs,
+    AgentsPopReply,
+)
 
 __all__ = ["RedistateSession"]
 
 _T = TypeVar("_T")
-_ADD, _POP, _CLEAR = script("agents_add"), script("agents_pop"), script("agents_clear")
+_ADD = script("agents_add").replying(AgentsAddReply.parse)
+_POP = script("agents_pop").replying(AgentsPopReply.parse)
+_CLEAR = script("agents_clear").replying(AgentsClearReply.parse)
 
 
 def _positive(value: object, what: str) -> int:
@@ -189,10 +199,12 @@ class RedistateSession(SessionABC):
             if len(data) > self._max_bytes:
                 raise StateTooLarge(len(data), self._max_bytes, self._key)
             encoded.append(data)
-        args = (self._ttl_ms, self._max_items, self._memory_ms, new_write_id(), *encoded)
+        args = AgentsAddArgs(
+            self._ttl_ms, self._max_items, self._memory_ms, new_write_id(), tuple(encoded)
+        )
         if not self._registered:
             await self._register()
-        await _to_the_end(self._script(_ADD, args))
+        await _to_the_end(self._script(_ADD, args.argv()))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; None if there is none.
@@ -201,12 +213,14 @@ class RedistateSession(SessionABC):
             CodecError, IntegrityError: the newest item cannot be decoded (it is removed
                 all the same).
         """
-        reply = await _to_the_end(self._script(_POP, (self._memory_ms, new_write_id())))
-        return self._decode(reply[1]) if len(reply) > 1 else None
+        args = AgentsPopArgs(self._memory_ms, new_write_id())
+        reply: AgentsPopReply = await _to_the_end(self._script(_POP, args.argv()))
+        return None if reply.item is None else self._decode(reply.item)
 
     async def clear_session(self) -> None:
         """Delete every item of the session."""
-        await _to_the_end(self._script(_CLEAR, (self._memory_ms, new_write_id())))
+        args = AgentsClearArgs(self._memory_ms, new_write_id())
+        await _to_the_end(self._script(_CLEAR, args.argv()))
 
     def __repr__(self) -> str:
         user = "" if self.user is None else f", user={self.user!r}"

@@ -17,7 +17,24 @@ from typing import Any, Final
 
 from ...core.keys import KeySpace
 
-__all__ = ["PARTS", "GraphSpec", "Stored", "pack", "unpack_parts"]
+__all__ = [
+    "PARTS",
+    "GraphDumpReply",
+    "GraphLoadArgs",
+    "GraphLoadReply",
+    "GraphPutArgs",
+    "GraphPutReply",
+    "GraphReadArgs",
+    "GraphReadReply",
+    "GraphRemoveArgs",
+    "GraphRemoveReply",
+    "GraphSpec",
+    "GraphWritesArgs",
+    "GraphWritesReply",
+    "Stored",
+    "pack",
+    "unpack_parts",
+]
 
 # The thread's keys, in the order every graph script takes them (KEYS[1..7]).
 PARTS: Final = ("cp", "idx", "blobs", "refs", "writes", "widx", "runs")
@@ -164,3 +181,174 @@ class GraphSpec:
         return bytes(member), Stored(
             ns.decode(), checkpoint_id.decode(), bytes(packed), blobs, writes
         )
+
+
+@dataclass(frozen=True, slots=True)
+class GraphPutArgs:
+    """ARGV of graph_put."""
+
+    member: bytes  # "<checkpoint_ns>\0<checkpoint_id>"
+    packed: bytes  # the checkpoint (without channel values), metadata and parent id
+    run_id: bytes  # b"" = none
+    ttl_ms: int  # 0 = no expiry set
+    guard: str  # lease value, "" = unguarded
+    keep: int  # the most checkpoints per namespace, 0 = all
+    delta: bool  # the checkpoint uses a DeltaChannel
+    refs: tuple[bytes, ...]  # the blob fields the checkpoint uses
+    blobs: tuple[tuple[bytes, bytes], ...]  # (blob field, packed value): the new ones
+
+    def argv(self) -> tuple[Any, ...]:
+        head = (self.member, self.packed, self.run_id, self.ttl_ms, self.guard, self.keep)
+        flat = (value for pair in self.blobs for value in pair)
+        return (*head, int(self.delta), len(self.refs), *self.refs, *flat)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphPutReply:
+    """A graph_put reply: how many old checkpoints the history cap removed (0 too for
+    a resend of a checkpoint already stored)."""
+
+    removed: int
+
+    @classmethod
+    def parse(cls, reply: Any) -> GraphPutReply:
+        return cls(int(reply))
+
+    @property
+    def wrote(self) -> bool:
+        return True  # the reply does not tell a resend from a new checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class GraphWritesArgs:
+    """ARGV of graph_writes."""
+
+    member: bytes  # the checkpoint the writes belong to
+    ttl_ms: int  # 0 = no expiry set
+    guard: str  # lease value, "" = unguarded
+    writes: tuple[tuple[bytes, bool, bytes], ...]  # (field suffix, replaces, packed)
+
+    def argv(self) -> tuple[Any, ...]:
+        flat = (
+            v for suffix, replace, packed in self.writes for v in (suffix, int(replace), packed)
+        )
+        return (self.member, self.ttl_ms, self.guard, *flat)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphWritesReply:
+    """A graph_writes reply: how many writes were stored."""
+
+    stored: int
+
+    @classmethod
+    def parse(cls, reply: Any) -> GraphWritesReply:
+        return cls(int(reply))
+
+    @property
+    def wrote(self) -> bool:
+        return True  # the thread's TTL is set even when every write was stored already
+
+
+@dataclass(frozen=True, slots=True)
+class GraphReadArgs:
+    """ARGV of graph_read: a ZREVRANGEBYLEX range of members and the most to return."""
+
+    upper: bytes
+    lower: bytes
+    count: int
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.upper, self.lower, self.count)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphReadReply:
+    """A graph_read reply: (member, Stored) per checkpoint, newest first."""
+
+    found: tuple[tuple[bytes, Stored], ...]
+
+    @classmethod
+    def parse(cls, reply: Any) -> GraphReadReply:
+        return cls(tuple(GraphSpec.stored(entry) for entry in reply))
+
+    @property
+    def wrote(self) -> bool:
+        return False  # a read
+
+
+@dataclass(frozen=True, slots=True)
+class GraphRemoveArgs:
+    """ARGV of graph_remove: the checkpoints of these runs, or (None) every one but the
+    newest of each namespace."""
+
+    run_ids: tuple[bytes, ...] | None = None
+
+    def argv(self) -> tuple[Any, ...]:
+        return ("latest",) if self.run_ids is None else ("runs", *self.run_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphRemoveReply:
+    """A graph_remove reply: how many checkpoints were removed; ``refused``: "latest"
+    on a thread that uses a DeltaChannel (nothing removed)."""
+
+    removed: int
+    refused: bool = False
+
+    @classmethod
+    def parse(cls, reply: Any) -> GraphRemoveReply:
+        removed = int(reply)
+        return cls(0, True) if removed == -1 else cls(removed)
+
+    @property
+    def wrote(self) -> bool:
+        return self.removed > 0
+
+
+DUMP_ARGS: Final = ("dump",)  # ARGV of graph_copy's first half, on the source thread
+
+
+@dataclass(frozen=True, slots=True)
+class GraphDumpReply:
+    """A graph_copy "dump" reply: the source thread's hashes as flat field/value lists."""
+
+    cp: tuple[bytes, ...]
+    blobs: tuple[bytes, ...]
+    writes: tuple[bytes, ...]
+
+    @classmethod
+    def parse(cls, reply: Any) -> GraphDumpReply:
+        cp, blobs, writes = (tuple(part) for part in reply)
+        return cls(cp, blobs, writes)
+
+    @property
+    def wrote(self) -> bool:
+        return False  # a read
+
+
+@dataclass(frozen=True, slots=True)
+class GraphLoadArgs:
+    """ARGV of graph_copy "load": a dump, added to the target thread."""
+
+    ttl_ms: int  # 0 = none
+    dump: GraphDumpReply
+
+    def argv(self) -> tuple[Any, ...]:
+        d = self.dump
+        return ("load", self.ttl_ms, len(d.cp) // 2, len(d.blobs) // 2, *d.cp, *d.blobs, *d.writes)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphLoadReply:
+    """A graph_copy "load" reply: how many checkpoints were added."""
+
+    added: int
+
+    @classmethod
+    def parse(cls, reply: Any) -> GraphLoadReply:
+        return cls(int(reply))
+
+    @property
+    def wrote(self) -> bool:
+        return True  # the thread's TTL is set even when nothing was added

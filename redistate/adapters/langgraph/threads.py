@@ -17,15 +17,33 @@ from ...core.kinds import GRAPH_KEY
 from ...core.scripts import script
 from ...records.collection import register
 from ...records.erasure import entry
-from .graph import MAX_PAGE, GraphSpec, Stored
+from .graph import (
+    DUMP_ARGS,
+    MAX_PAGE,
+    GraphDumpReply,
+    GraphLoadArgs,
+    GraphLoadReply,
+    GraphPutArgs,
+    GraphPutReply,
+    GraphReadArgs,
+    GraphReadReply,
+    GraphRemoveArgs,
+    GraphRemoveReply,
+    GraphSpec,
+    GraphWritesArgs,
+    GraphWritesReply,
+    Stored,
+)
 
 __all__ = ["Graph"]
 
-_PUT = script("graph_put")
-_WRITES = script("graph_writes")
-_READ = script("graph_read")
-_REMOVE = script("graph_remove")
-_COPY = script("graph_copy")
+_PUT = script("graph_put").replying(GraphPutReply.parse)
+_WRITES = script("graph_writes").replying(GraphWritesReply.parse)
+_READ = script("graph_read").replying(GraphReadReply.parse)
+_REMOVE = script("graph_remove").replying(GraphRemoveReply.parse)
+# graph_copy has two halves, each with its own reply (the same script).
+_DUMP = script("graph_copy").replying(GraphDumpReply.parse)
+_LOAD = script("graph_copy").replying(GraphLoadReply.parse)
 
 
 class Graph:
@@ -55,11 +73,11 @@ class Graph:
     ) -> int:
         """graph_put; returns how many old checkpoints the history cap removed."""
         keys = self.spec.thread_keys(thread_id)
-        flat = [value for pair in blobs for value in pair]
-        ttl, keep = self.spec.ttl_ms, self.spec.keep
-        args = (member, packed, run_id, ttl, guard, keep, int(delta), len(refs))
-        reply = self._conn.script(_PUT, keys, (*args, *refs, *flat), lease=lease)
-        return int(reply)
+        args = GraphPutArgs(
+            member, packed, run_id, self.spec.ttl_ms, guard, self.spec.keep, delta,
+            tuple(refs), tuple(blobs),
+        )  # fmt: skip
+        return (self._conn.script(_PUT, keys, args.argv(), lease=lease)).removed
 
     def put_writes(
         self,
@@ -71,17 +89,16 @@ class Graph:
     ) -> int:
         """graph_writes: (field suffix, replaces, packed write) each."""
         keys = self.spec.thread_keys(thread_id)
-        flat = [v for suffix, replace, packed in writes for v in (suffix, int(replace), packed)]
-        args = (member, self.spec.ttl_ms, guard, *flat)
-        return int(self._conn.script(_WRITES, keys, args, lease=lease))
+        args = GraphWritesArgs(member, self.spec.ttl_ms, guard, tuple(writes))
+        return (self._conn.script(_WRITES, keys, args.argv(), lease=lease)).stored
 
     def read(
         self, thread_id: str, upper: bytes, lower: bytes, count: int
     ) -> list[tuple[bytes, Stored]]:
         """Up to ``count`` checkpoints from ``upper`` down to ``lower``, newest first."""
         keys = self.spec.own_keys(thread_id)
-        reply = self._conn.script(_READ, keys, (upper, lower, min(count, MAX_PAGE)))
-        return [self.spec.stored(entry) for entry in reply]
+        args = GraphReadArgs(upper, lower, min(count, MAX_PAGE))
+        return list((self._conn.script(_READ, keys, args.argv())).found)
 
     def pages(
         self, thread_id: str, upper: bytes, lower: bytes, size: int = 100
@@ -100,7 +117,7 @@ class Graph:
         """Only the newest checkpoint of each namespace stays; False (nothing removed)
         for a thread that uses a DeltaChannel."""
         keys = self.spec.own_keys(thread_id)
-        return int(self._conn.script(_REMOVE, keys, ("latest",))) >= 0
+        return not (self._conn.script(_REMOVE, keys, GraphRemoveArgs().argv())).refused
 
     def delete_runs(self, run_ids: Sequence[bytes]) -> int:
         """Every checkpoint of these runs, in every thread of the namespace (one script
@@ -108,7 +125,8 @@ class Graph:
         removed = 0
         for thread_id in self.threads():
             keys = self.spec.own_keys(thread_id)
-            removed += int(self._conn.script(_REMOVE, keys, ("runs", *run_ids)))
+            args = GraphRemoveArgs(tuple(run_ids))
+            removed += (self._conn.script(_REMOVE, keys, args.argv())).removed
         return removed
 
     def delete(self, thread_id: str) -> int:
@@ -119,12 +137,11 @@ class Graph:
     def copy(self, source: str, target: str) -> int:
         """Checkpoints of ``source`` that ``target`` lacks, added to it (two threads, two
         slots: read in one step, written in one step). Returns how many."""
-        dump = self._conn.script(_COPY, self.spec.own_keys(source), ("dump",))
-        cp, blobs, writes = (list(part) for part in dump)
-        if not cp:
+        dump = self._conn.script(_DUMP, self.spec.own_keys(source), DUMP_ARGS)
+        if not dump.cp:
             return 0
-        args = ("load", self.spec.ttl_ms, len(cp) // 2, len(blobs) // 2, *cp, *blobs, *writes)
-        return int(self._conn.script(_COPY, self.spec.own_keys(target), args))
+        args = GraphLoadArgs(self.spec.ttl_ms, dump).argv()
+        return (self._conn.script(_LOAD, self.spec.own_keys(target), args)).added
 
     def threads(self) -> Iterator[str]:
         """Every thread of the namespace (SCAN on every primary)."""

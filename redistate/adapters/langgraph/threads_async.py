@@ -15,15 +15,33 @@ from ...core.kinds import GRAPH_KEY
 from ...core.scripts import script
 from ...records.collection_async import register
 from ...records.erasure import entry
-from .graph import MAX_PAGE, GraphSpec, Stored
+from .graph import (
+    DUMP_ARGS,
+    MAX_PAGE,
+    GraphDumpReply,
+    GraphLoadArgs,
+    GraphLoadReply,
+    GraphPutArgs,
+    GraphPutReply,
+    GraphReadArgs,
+    GraphReadReply,
+    GraphRemoveArgs,
+    GraphRemoveReply,
+    GraphSpec,
+    GraphWritesArgs,
+    GraphWritesReply,
+    Stored,
+)
 
 __all__ = ["AsyncGraph"]
 
-_PUT = script("graph_put")
-_WRITES = script("graph_writes")
-_READ = script("graph_read")
-_REMOVE = script("graph_remove")
-_COPY = script("graph_copy")
+_PUT = script("graph_put").replying(GraphPutReply.parse)
+_WRITES = script("graph_writes").replying(GraphWritesReply.parse)
+_READ = script("graph_read").replying(GraphReadReply.parse)
+_REMOVE = script("graph_remove").replying(GraphRemoveReply.parse)
+# graph_copy has two halves, each with its own reply (the same script).
+_DUMP = script("graph_copy").replying(GraphDumpReply.parse)
+_LOAD = script("graph_copy").replying(GraphLoadReply.parse)
 
 
 class AsyncGraph:
@@ -53,11 +71,11 @@ class AsyncGraph:
     ) -> int:
         """graph_put; returns how many old checkpoints the history cap removed."""
         keys = self.spec.thread_keys(thread_id)
-        flat = [value for pair in blobs for value in pair]
-        ttl, keep = self.spec.ttl_ms, self.spec.keep
-        args = (member, packed, run_id, ttl, guard, keep, int(delta), len(refs))
-        reply = await self._conn.script(_PUT, keys, (*args, *refs, *flat), lease=lease)
-        return int(reply)
+        args = GraphPutArgs(
+            member, packed, run_id, self.spec.ttl_ms, guard, self.spec.keep, delta,
+            tuple(refs), tuple(blobs),
+        )  # fmt: skip
+        return (await self._conn.script(_PUT, keys, args.argv(), lease=lease)).removed
 
     async def put_writes(
         self,
@@ -69,17 +87,16 @@ class AsyncGraph:
     ) -> int:
         """graph_writes: (field suffix, replaces, packed write) each."""
         keys = self.spec.thread_keys(thread_id)
-        flat = [v for suffix, replace, packed in writes for v in (suffix, int(replace), packed)]
-        args = (member, self.spec.ttl_ms, guard, *flat)
-        return int(await self._conn.script(_WRITES, keys, args, lease=lease))
+        args = GraphWritesArgs(member, self.spec.ttl_ms, guard, tuple(writes))
+        return (await self._conn.script(_WRITES, keys, args.argv(), lease=lease)).stored
 
     async def read(
         self, thread_id: str, upper: bytes, lower: bytes, count: int
     ) -> list[tuple[bytes, Stored]]:
         """Up to ``count`` checkpoints from ``upper`` down to ``lower``, newest first."""
         keys = self.spec.own_keys(thread_id)
-        reply = await self._conn.script(_READ, keys, (upper, lower, min(count, MAX_PAGE)))
-        return [self.spec.stored(entry) for entry in reply]
+        args = GraphReadArgs(upper, lower, min(count, MAX_PAGE))
+        return list((await self._conn.script(_READ, keys, args.argv())).found)
 
     async def pages(
         self, thread_id: str, upper: bytes, lower: bytes, size: int = 100
@@ -98,7 +115,7 @@ class AsyncGraph:
         """Only the newest checkpoint of each namespace stays; False (nothing removed)
         for a thread that uses a DeltaChannel."""
         keys = self.spec.own_keys(thread_id)
-        return int(await self._conn.script(_REMOVE, keys, ("latest",))) >= 0
+        return not (await self._conn.script(_REMOVE, keys, GraphRemoveArgs().argv())).refused
 
     async def delete_runs(self, run_ids: Sequence[bytes]) -> int:
         """Every checkpoint of these runs, in every thread of the namespace (one script
@@ -106,7 +123,8 @@ class AsyncGraph:
         removed = 0
         async for thread_id in self.threads():
             keys = self.spec.own_keys(thread_id)
-            removed += int(await self._conn.script(_REMOVE, keys, ("runs", *run_ids)))
+            args = GraphRemoveArgs(tuple(run_ids))
+            removed += (await self._conn.script(_REMOVE, keys, args.argv())).removed
         return removed
 
     async def delete(self, thread_id: str) -> int:
@@ -117,12 +135,11 @@ class AsyncGraph:
     async def copy(self, source: str, target: str) -> int:
         """Checkpoints of ``source`` that ``target`` lacks, added to it (two threads, two
         slots: read in one step, written in one step). Returns how many."""
-        dump = await self._conn.script(_COPY, self.spec.own_keys(source), ("dump",))
-        cp, blobs, writes = (list(part) for part in dump)
-        if not cp:
+        dump = await self._conn.script(_DUMP, self.spec.own_keys(source), DUMP_ARGS)
+        if not dump.cp:
             return 0
-        args = ("load", self.spec.ttl_ms, len(cp) // 2, len(blobs) // 2, *cp, *blobs, *writes)
-        return int(await self._conn.script(_COPY, self.spec.own_keys(target), args))
+        args = GraphLoadArgs(self.spec.ttl_ms, dump).argv()
+        return (await self._conn.script(_LOAD, self.spec.own_keys(target), args)).added
 
     async def threads(self) -> AsyncIterator[str]:
         """Every thread of the namespace (SCAN on every primary)."""
