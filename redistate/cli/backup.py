@@ -152,10 +152,11 @@ def import_command(
     first against the store (codec, digests and seals, event chains, versions, fences,
     stream ids and times at most an hour past the server's clock, record kinds,
     shapes): a bad line imports nothing. Importing a file again is harmless (equal
-    versions are rewritten with the same bytes, the same streams, sessions and threads
-    left as they are, step records kept). Held leases, wake-up lists and write
-    memories are not in an export. A codec that binds values to their key (encryption
-    with the key as context) reads them only in the namespace they were written in.
+    versions, the same tasks, streams, sessions and threads are left as they are, so a
+    file older than a rotate-keys puts no old-key ciphertext back; step records kept).
+    Held leases, wake-up lists and write memories are not in an export. A codec that
+    binds values to their key (encryption with the key as context) reads them only in
+    the namespace they were written in.
     """
     store: Store = ctx.obj.store
     with _progress("bytes") as bar:
