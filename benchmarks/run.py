@@ -67,7 +67,7 @@ TTL_S = _peers.TTL_S
 CMD_SAMPLE = 20  # calls per MONITOR sample
 MERGE_PROCS = 8
 MANY = 10  # ids per get_many / tasks per latest_many
-# Round trips per call the design promises (shared/DESIGN.md, "one round trip per
+# Round trips per call the design promises ("one round trip per
 # operation"; a merge is one script, and one merge in COMPACT_AT in a row also folds the
 # patches back; a lock pair is two calls): the fewest and the most.
 PROMISED: dict[str, tuple[float, float]] = {
@@ -621,7 +621,7 @@ def report_targets(rows: list[Row]) -> None:
         ("measured", "measured", ""),
         ("", "met_shown", ""),
     ]
-    harness.print_table(cols, shown_rows, "targets (shared/DESIGN.md), judged on this run")
+    harness.print_table(cols, shown_rows, "targets (the design's), judged on this run")
 
 
 def round_trip_failures(rows: list[Row]) -> list[str]:
