@@ -26,7 +26,7 @@ from ..core import kinds
 from ..core.codec import Codec
 from ..core.envelope import MAX_VERSION
 from ..core.keys import KeySpace, escape_id
-from ..core.scripts import Script, script
+from ..core.scripts import Parsed, script
 from ..core.signing import SigningKeys
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ __all__ = [
     "FUTURE_ALLOWANCE_US",
     "MAX_TTL_MS",
     "Entity",
+    "ImportReply",
     "LineCodec",
     "Limits",
     "Pairs",
@@ -170,21 +171,51 @@ class LineCodec(ABC):
     ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         """(KEYS, ARGV) of :meth:`script` importing ``entity`` (every key in its slot)."""
 
-    def script(self) -> Script:
-        """The import script: lua/import_<name>.lua in the kind's folder."""
-        return script(f"import_{self.name}")
+    def script(self) -> Parsed[ImportReply]:
+        """The import script: lua/import_<name>.lua in the kind's folder, its replies
+        parsed into an :class:`ImportReply`."""
+        return _import_script(self.name)
 
     def exported(self, report: ExportReport, line: dict[str, Any]) -> None:
         """Count a line written to the file in ``report``."""
         report.entities[self.name] += 1
 
-    def tally(self, report: ImportReport, entity: Entity, reply: Any) -> bool:
+    def tally(self, report: ImportReport, entity: Entity, reply: ImportReply) -> bool:
         """Count the script's reply (not an error) in ``report``; False: the entity was
-        refused (the caller counts and lists it). 1 first means written."""
-        if int(reply[0]) == 1:
+        refused (the caller counts and lists it)."""
+        if reply.written:
             report.imported[entity.kind] += 1
             return True
         return False
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReply:
+    """An import script's reply, ``{written, value[, steps]}`` in every kind (each
+    lua/import_*.lua header says what ``value`` is). ``written``: the entity is stored
+    as the file has it (written, or already there); False: refused, nothing of it
+    changed but ``steps``. ``value``: the kind's count, version, fence or seq, or
+    what refused it; text only when an event stream is refused (the stored last id).
+    ``steps``: step records written (import_task; written even when refused)."""
+
+    written: bool
+    value: int | str
+    steps: int = 0
+
+    @classmethod
+    def parse(cls, reply: Any) -> ImportReply:
+        value = reply[1]
+        value = value if isinstance(value, int) else text(value)
+        return cls(int(reply[0]) == 1, value, int(reply[2]) if len(reply) > 2 else 0)
+
+    @property
+    def wrote(self) -> bool:
+        return self.written or self.steps > 0
+
+
+@cache
+def _import_script(name: str) -> Parsed[ImportReply]:
+    return script(f"import_{name}").replying(ImportReply.parse)
 
 
 class Limits:

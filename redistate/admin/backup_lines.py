@@ -15,8 +15,8 @@ from ..core import kinds
 from ..core._translate import translate
 from ..core.errors import IntegrityError, InvalidId, RedistateError
 from ..core.keys import KeySpace
-from ..core.scripts import Script
-from .backup_codec import Entity, Read, codec_of, line_codec
+from ..core.scripts import Parsed
+from .backup_codec import Entity, ImportReply, Read, codec_of, line_codec
 from .reports import EXAMPLES, ExportReport, ImportReport
 
 __all__ = ["Batch", "Read", "entity_line", "import_call", "plan", "tally", "time_left"]
@@ -89,7 +89,7 @@ def entity_line(read: Read, reply: Any, read_ms: int, started_ms: int) -> dict[s
 
 def import_call(
     keys: KeySpace, entity: Entity, ttl_ms: int, force: bool
-) -> tuple[Script, tuple[str, ...], tuple[Any, ...]]:
+) -> tuple[Parsed[ImportReply], tuple[str, ...], tuple[Any, ...]]:
     """(script, KEYS, ARGV) that imports ``entity`` into ``keys``' namespace with a TTL
     of ``ttl_ms`` (0: none). Every key is in the entity's hash slot."""
     codec = line_codec(entity.kind)
@@ -107,8 +107,10 @@ def time_left(entity: Entity, exported_ms: int, now: int) -> int | None:
     return left if left > 0 else None
 
 
-def tally(report: ImportReport, entity: Entity, reply: Any, address: str) -> None:
-    """Count one import script's reply (or error) in ``report``."""
+def tally(
+    report: ImportReport, entity: Entity, reply: ImportReply | Exception, address: str
+) -> None:
+    """Count one import script's reply (parsed by its script) or error in ``report``."""
     if isinstance(reply, Exception):
         report.failed_count += 1
         if len(report.failed) < EXAMPLES:

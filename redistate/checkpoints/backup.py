@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..admin.backup_codec import (
     Entity,
+    ImportReply,
     Limits,
     LineCodec,
     Pairs,
@@ -208,8 +209,8 @@ class _Tasks(LineCodec):
         super().exported(report, line)
         report.steps += len(line["steps"])  # step records, in their task's line
 
-    def tally(self, report: ImportReport, entity: Entity, reply: Any) -> bool:
-        report.steps += int(reply[2])  # written even when the lists are refused
+    def tally(self, report: ImportReport, entity: Entity, reply: ImportReply) -> bool:
+        report.steps += reply.steps  # written even when the lists are refused
         return super().tally(report, entity, reply)
 
 

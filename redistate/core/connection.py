@@ -558,7 +558,8 @@ class Connection:
 
     def scripts(self, calls: Sequence[tuple[Script, Sequence[str], Sequence[Any]]]) -> list[Any]:
         """Many scripts in one round trip per server (a cluster: per primary), each
-        atomic on its own; each call's keys share one hash slot. Returns each reply, or
+        atomic on its own; each call's keys share one hash slot. Returns each reply as
+        its script reads it (:meth:`Script.read`: parsed, for a bound reply type), or
         the translated error of a call that failed. Resend-safe scripts only (imports,
         recodes): on a transient failure the whole batch is sent again."""
         if not calls:
@@ -572,8 +573,8 @@ class Connection:
         except ERRORS as exc:
             replies = self._recover(exc, call, started, None, "evalsha")
         return [
-            translate(r, self.address, "evalsha") if isinstance(r, Exception) else r
-            for r in replies
+            translate(r, self.address, "evalsha") if isinstance(r, Exception) else run.read(r)
+            for (run, _, _), r in zip(calls, replies, strict=True)
         ]
 
     def _scripts(self, calls: Sequence[tuple[Script, Sequence[str], Sequence[Any]]]) -> list[Any]:

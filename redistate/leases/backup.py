@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..admin.backup_codec import (
     FUTURE_ALLOWANCE_US,
     Entity,
+    ImportReply,
     Limits,
     LineCodec,
     Read,
@@ -62,7 +63,7 @@ class _Fences(LineCodec):
         allowance_ms = FUTURE_ALLOWANCE_US // 1000
         return (keys.fence(entity.id),), (*entity.data, allowance_ms)
 
-    def tally(self, report: ImportReport, entity: Entity, reply: Any) -> bool:
+    def tally(self, report: ImportReport, entity: Entity, reply: ImportReply) -> bool:
         if not super().tally(report, entity, reply):
             report.fences_kept += 1  # already at or above the file's: never lowered
         return True

@@ -40,6 +40,7 @@ from redistate.adapters.langgraph.graph import (
     GraphWritesReply,
     Stored,
 )
+from redistate.admin.backup_codec import ImportReply, codecs
 from redistate.checkpoints import migrate_async as async_checkpoint_migrate
 from redistate.checkpoints import rotate_async as async_checkpoint_rotate
 from redistate.checkpoints import tasks_async as async_checkpoints
@@ -608,7 +609,36 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     # event_trim
     (EventTrimReply.parse, 5, EventTrimReply(5), True),
     (EventTrimReply.parse, 0, EventTrimReply(0), False),
+    # import_record: written or already there (its version), refused (the stored one's)
+    (ImportReply.parse, [1, 42], ImportReply(True, 42), True),
+    (ImportReply.parse, [0, 43], ImportReply(False, 43), False),
+    # import_task: written (the newest seq, 0 if none; step records written), refused
+    # (the stored seq) with and without step records written
+    (ImportReply.parse, [1, 3, 2], ImportReply(True, 3, 2), True),
+    (ImportReply.parse, [1, 0, 0], ImportReply(True, 0, 0), True),
+    (ImportReply.parse, [0, 5, 2], ImportReply(False, 5, 2), True),
+    (ImportReply.parse, [0, 5, 0], ImportReply(False, 5, 0), False),
+    # import_fence: raised to the file's, already at or above it (the current fence)
+    (ImportReply.parse, [1, 7], ImportReply(True, 7), True),
+    (ImportReply.parse, [0, 9], ImportReply(False, 9), False),
+    # import_events: written (count), the same events, refused (the stored last id,
+    # "" for none)
+    (ImportReply.parse, [1, 4], ImportReply(True, 4), True),
+    (ImportReply.parse, [1, 0], ImportReply(True, 0), True),
+    (ImportReply.parse, [0, b"5-1"], ImportReply(False, "5-1"), False),
+    (ImportReply.parse, [0, b""], ImportReply(False, ""), False),
+    # import_user_index: how many entries were not there yet
+    (ImportReply.parse, [1, 2], ImportReply(True, 2), True),
+    (ImportReply.parse, [1, 0], ImportReply(True, 0), True),
+    # import_agents: written (count), the same items, refused (how many are stored)
+    (ImportReply.parse, [1, 3], ImportReply(True, 3), True),
+    (ImportReply.parse, [0, 2], ImportReply(False, 2), False),
+    # import_graph: written, the same content, refused
+    (ImportReply.parse, [1, 1], ImportReply(True, 1), True),
+    (ImportReply.parse, [0, 0], ImportReply(False, 0), False),
 ]
+
+IMPORT_SCRIPTS = frozenset(name for name in _files() if name.startswith("import_"))
 
 
 @pytest.mark.parametrize(("parse", "raw", "expected", "wrote"), REPLY_CASES)
@@ -681,3 +711,14 @@ def test_a_script_without_a_parser_returns_the_raw_reply_and_counts_as_a_write()
     parsed = raw.replying(RecordCompactReply.parse)
     assert parsed.read(0) == RecordCompactReply(False)
     assert parsed.wrote(parsed.read(0)) is False
+
+
+def test_every_import_script_is_read_as_an_import_reply() -> None:
+    # An import batch (Connection.scripts) returns each reply as its script reads it.
+    bound = {codec.script().name: codec.script() for codec in codecs()}
+    assert set(bound) == IMPORT_SCRIPTS and len(IMPORT_SCRIPTS) == 7
+    for name, lua in bound.items():
+        assert isinstance(lua, Parsed)
+        assert lua.parse == ImportReply.parse
+        assert lua.sha == script(name).sha
+        assert lua.read([0, 5, 1]) == ImportReply(False, 5, 1)
