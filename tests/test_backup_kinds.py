@@ -26,9 +26,14 @@ from redistate.core.codec import JsonCodec
 from redistate.core.keys import KeySpace
 from redistate.langgraph import RedisStateSaver
 from tests.backup_edits import edit_line
-from tests.cli import run
 from tests.conftest import Backend
-from tests.test_cli_backup import Cli, _dump, _rewrite, _server_us, delete_namespace
+from tests.test_cli_backup import (
+    Cli,
+    _dump,
+    _rewrite,
+    assert_import_refused,
+    delete_namespace,
+)
 
 HOUR_US = 3600 * 10**6
 EVENTS, TASK, GRAPH = kinds.EVENTS.name, kinds.TASK.name, kinds.GRAPH.name
@@ -470,19 +475,7 @@ def test_a_crafted_line_of_each_kind_is_named_and_nothing_is_imported(
     with Store(server_backend.sync_client(), namespace=namespace) as store:
         store.users.put("live", {"a": 1})  # live data, left as it is
     edit, label, message = CRAFTED[case]
-    bad = _rewrite(path, lambda lines: edit(lines, _server_us(server_backend)))
-    pairs = zip(path.read_bytes().splitlines(), bad.read_bytes().splitlines(), strict=True)
-    line = 1 + next(n for n, (a, b) in enumerate(pairs) if a != b)
-    before = _dump(server_backend, namespace)
-
-    for force in ([], ["--force"]):
-        done = run("--url", server_backend.url, "import", str(bad), *force)
-
-        assert done.returncode == 1 and done.stdout == "", done.stderr
-        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-        assert done.stderr.startswith(f"redistate: {bad}:{line}: {label}"), done.stderr
-        assert message in done.stderr, done.stderr
-        assert _dump(server_backend, namespace) == before
+    assert_import_refused(server_backend, namespace, path, edit, label, message)
 
 
 def test_a_signed_event_chain_needs_the_stores_signing_keys(

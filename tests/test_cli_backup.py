@@ -714,6 +714,27 @@ def _dump(backend: Backend, namespace: str) -> dict[bytes, tuple[bytes, bool]]:
         raw.close()
 
 
+def assert_import_refused(
+    backend: Backend, namespace: str, path: Path, edit: Any, label: str, message: str
+) -> None:
+    """``path`` edited by ``edit(lines, now_us)`` is refused by ``redistate import``,
+    with and without --force: one line on stderr naming the changed line, ``label`` and
+    ``message``, and nothing in the namespace changed (live records and leases too)."""
+    bad = _rewrite(path, lambda lines: edit(lines, _server_us(backend)))
+    pairs = zip(path.read_bytes().splitlines(), bad.read_bytes().splitlines(), strict=True)
+    line = 1 + next(n for n, (a, b) in enumerate(pairs) if a != b)
+    before = _dump(backend, namespace)
+
+    for force in ([], ["--force"]):
+        done = run("--url", backend.url, "import", str(bad), *force)
+
+        assert done.returncode == 1 and done.stdout == "", done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+        assert done.stderr.startswith(f"redistate: {bad}:{line}: {label}"), done.stderr
+        assert message in done.stderr, done.stderr
+        assert _dump(backend, namespace) == before
+
+
 def _versioned(value: bytes, version: int) -> bytes:
     """A record envelope with its version field replaced."""
     return value[:3] + b"%016d" % version + value[19:]
@@ -875,19 +896,7 @@ def test_a_crafted_line_is_named_and_nothing_is_imported(
         _live_namespace(store, path)
         store.users.put("u1", {"a": 3})  # the live record: newer than the file's
     edit, label, message = CRAFTED[case]
-    bad = _rewrite(path, lambda lines: edit(lines, _server_us(server_backend)))
-    pairs = zip(path.read_bytes().splitlines(), bad.read_bytes().splitlines(), strict=True)
-    line = 1 + next(n for n, (a, b) in enumerate(pairs) if a != b)
-    before = _dump(server_backend, namespace)
-
-    for force in ([], ["--force"]):
-        done = run("--url", server_backend.url, "import", str(bad), *force)
-
-        assert done.returncode == 1 and done.stdout == "", done.stderr
-        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-        assert done.stderr.startswith(f"redistate: {bad}:{line}: {label}"), done.stderr
-        assert message in done.stderr, done.stderr
-        assert _dump(server_backend, namespace) == before  # live records and leases too
+    assert_import_refused(server_backend, namespace, path, edit, label, message)
 
 
 def test_a_limit_names_the_value_and_the_bound(
