@@ -11,14 +11,13 @@ from typing import Annotated, Any
 import typer
 
 from .. import RedistateError, Store
+from ..admin.stats import ALIASES
 from ..checkpoints.spec import Verification
 from ..core.errors import IntegrityError, InvalidId
 from ..core.kinds import STEPS, TASK
 from ..leases.spec import holder_fence
 from ._app import app
 from ._output import emit, ttl
-
-KINDS = {"sessions": "session", "users": "user", "tasks": "task"}
 
 
 @app.command("ls")
@@ -29,7 +28,7 @@ def list_entities(
 ) -> None:
     """Every entity of a kind (SCAN): id, size in bytes, seconds left (- for none)."""
     store: Store = ctx.obj.store
-    name = KINDS.get(kind, kind)
+    name = ALIASES.get(kind, kind)
     raw: Any = store.client
     rows: list[dict[str, Any]] = []
     pattern = store.keys.record_pattern(name)
@@ -58,7 +57,7 @@ def show(
 ) -> None:
     """One record: its data (JSON), version and expiry."""
     store: Store = ctx.obj.store
-    name = KINDS.get(kind, kind)
+    name = ALIASES.get(kind, kind)
     collection = {"session": store.sessions, "user": store.users}.get(name)
     record = (collection or store.collection(name)).get(entity)
     if record is None:
