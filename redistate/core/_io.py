@@ -25,6 +25,7 @@ __all__ = [
     "async_finish",
     "async_join",
     "async_lost",
+    "async_offload",
     "async_resolve",
     "async_sleep",
     "async_spawn",
@@ -36,6 +37,7 @@ __all__ = [
     "sync_finish",
     "sync_join",
     "sync_lost",
+    "sync_offload",
     "sync_resolve",
     "sync_sleep",
     "sync_spawn",
@@ -49,6 +51,15 @@ async def async_sleep(seconds: float) -> None:
 
 def sync_sleep(seconds: float) -> None:
     time.sleep(seconds)
+
+
+async def async_offload(function: Callable[..., Any], *args: Any) -> Any:
+    """Run a blocking ``function`` off the event loop (a diagnosis on a failure path)."""
+    return await asyncio.to_thread(function, *args)
+
+
+def sync_offload(function: Callable[..., Any], *args: Any) -> Any:
+    return function(*args)
 
 
 async def async_resolve(value: Awaitable[Any]) -> Any:

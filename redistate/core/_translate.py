@@ -108,9 +108,14 @@ def _tls(exc: BaseException, address: str) -> RedistateError | None:
             f"(from_url(..., ssl_ca_certs='ca.pem'); the CLI: --tls-ca-file), and connect "
             f"with a host name the certificate names; not retried"
         )
+    return refused_certificate(cause, address)
+
+
+def refused_certificate(alert: ssl.SSLError, address: str) -> RedistateError:
+    """The error for a server's alert refusing the client certificate (or its absence)."""
     return RedistateError(
         f"TLS to redis at {address} failed: the server refused the client certificate "
-        f"({getattr(cause, 'reason', None) or cause}). Pass one it trusts (ssl_certfile= "
+        f"({getattr(alert, 'reason', None) or alert}). Pass one it trusts (ssl_certfile= "
         f"and ssl_keyfile=; the CLI: --tls-cert and --tls-key); not retried"
     )
 

@@ -22,12 +22,19 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from ._io import sync_confirm, sync_initialize, sync_lock, sync_lost
-from ._translate import ERRORS, describe, first_contact, translate, unavailable
+from ._io import sync_confirm, sync_initialize, sync_lock, sync_lost, sync_offload
+from ._translate import (
+    ERRORS,
+    describe,
+    first_contact,
+    refused_certificate,
+    translate,
+    unavailable,
+)
 from .durability import DEFAULT as DEFAULT_DURABILITY
 from .durability import Durability, check_durability, check_replica_timeout
-from .errors import LockLost, NotReplicated
-from .retry import RetryPolicy, is_transient
+from .errors import LockLost, NotReplicated, RedistateError
+from .retry import RetryPolicy, is_transient, refused
 from .scripts import Parsed, Reply, Script, script
 from .server import (
     CONFIG_FIELDS,
@@ -39,6 +46,7 @@ from .server import (
     judge,
     parse_facts,
 )
+from .tls_probe import certificate_alert, probe_target
 
 __all__ = ["Connection"]
 
@@ -83,6 +91,7 @@ class Connection:
         "_embedded",
         "_lock",
         "_nodes",
+        "_probed",
         "_replicas",
         "_too_long",
         "_unready",
@@ -144,6 +153,7 @@ class Connection:
         self._checked = False
         # Until the first contact succeeds (see _ready) every call goes there first.
         self._unready = not self._embedded
+        self._probed = False  # see _diagnose
         self._lock = sync_lock()
         self._check_lock = sync_lock()
         self._nodes: dict[str, Redis] = {}
@@ -268,7 +278,7 @@ class Connection:
         the call in an ACL denial whose message names none (a denied key)."""
         policy = self.policy
         if self._unready:  # first contact: a wrong address or CA is not retried
-            fatal = first_contact(first, self.address)
+            fatal = first_contact(first, self.address) or self._diagnose(first)
             if fatal is not None:
                 raise fatal from first
         if not (policy.retries and is_transient(first)):
@@ -296,6 +306,19 @@ class Connection:
             if is_transient(exc):
                 raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
             raise translate(exc, self.address, command) from exc
+
+    def _diagnose(self, first: BaseException) -> RedistateError | None:
+        """The error behind a TLS connection dropped on first contact, or None: a server
+        refusing the client certificate often resets the connection before its alert is
+        read (see tls_probe). Probed once per store, off the event loop."""
+        target = probe_target(self.client)
+        if self._probed or target is None or not isinstance(first, rex.ConnectionError):
+            return None
+        if isinstance(first, rex.TimeoutError) or refused(first):
+            return None
+        self._probed = True
+        alert = sync_offload(certificate_alert, target)
+        return None if alert is None else refused_certificate(alert, self.address)
 
     @overload
     def script(

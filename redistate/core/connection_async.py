@@ -21,12 +21,19 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from ._io import async_confirm, async_initialize, async_lock, async_lost
-from ._translate import ERRORS, describe, first_contact, translate, unavailable
+from ._io import async_confirm, async_initialize, async_lock, async_lost, async_offload
+from ._translate import (
+    ERRORS,
+    describe,
+    first_contact,
+    refused_certificate,
+    translate,
+    unavailable,
+)
 from .durability import DEFAULT as DEFAULT_DURABILITY
 from .durability import Durability, check_durability, check_replica_timeout
-from .errors import LockLost, NotReplicated
-from .retry import RetryPolicy, is_transient
+from .errors import LockLost, NotReplicated, RedistateError
+from .retry import RetryPolicy, is_transient, refused
 from .scripts import Parsed, Reply, Script, script
 from .server import (
     CONFIG_FIELDS,
@@ -38,6 +45,7 @@ from .server import (
     judge,
     parse_facts,
 )
+from .tls_probe import certificate_alert, probe_target
 
 __all__ = ["AsyncConnection"]
 
@@ -82,6 +90,7 @@ class AsyncConnection:
         "_embedded",
         "_lock",
         "_nodes",
+        "_probed",
         "_replicas",
         "_too_long",
         "_unready",
@@ -143,6 +152,7 @@ class AsyncConnection:
         self._checked = False
         # Until the first contact succeeds (see _ready) every call goes there first.
         self._unready = not self._embedded
+        self._probed = False  # see _diagnose
         self._lock = async_lock()
         self._check_lock = async_lock()
         self._nodes: dict[str, Redis] = {}
@@ -267,7 +277,7 @@ class AsyncConnection:
         the call in an ACL denial whose message names none (a denied key)."""
         policy = self.policy
         if self._unready:  # first contact: a wrong address or CA is not retried
-            fatal = first_contact(first, self.address)
+            fatal = first_contact(first, self.address) or await self._diagnose(first)
             if fatal is not None:
                 raise fatal from first
         if not (policy.retries and is_transient(first)):
@@ -295,6 +305,19 @@ class AsyncConnection:
             if is_transient(exc):
                 raise unavailable(exc, self.address, tries, time.monotonic() - started) from exc
             raise translate(exc, self.address, command) from exc
+
+    async def _diagnose(self, first: BaseException) -> RedistateError | None:
+        """The error behind a TLS connection dropped on first contact, or None: a server
+        refusing the client certificate often resets the connection before its alert is
+        read (see tls_probe). Probed once per store, off the event loop."""
+        target = probe_target(self.client)
+        if self._probed or target is None or not isinstance(first, rex.ConnectionError):
+            return None
+        if isinstance(first, rex.TimeoutError) or refused(first):
+            return None
+        self._probed = True
+        alert = await async_offload(certificate_alert, target)
+        return None if alert is None else refused_certificate(alert, self.address)
 
     @overload
     async def script(
