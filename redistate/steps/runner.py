@@ -111,7 +111,7 @@ class TaskRun:
                 records are never overwritten.
             CodecError, StateTooLarge: the result cannot be recorded; recorded as the
                 step's failure instead (a retry must say ``retry_failed=True``).
-            Whatever ``fn`` raises, after recording it as the step's failure.
+            Exception: whatever ``fn`` raises, after recording it as the step's failure.
         """
         check_step_name(name)
         known = self._steps.get(name)
