@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from redistate import LockTimeout, StepFailed, Store
+from redistate import LockLost, LockTimeout, StepFailed, Store
 
 NAMESPACE = "pool-example"
 TASKS = [f"task-{i:02d}" for i in range(1, 13)]
@@ -92,8 +92,8 @@ def worker_main(url: str, log: str, worker: int, crashed: Any) -> None:
         for tid in pending:
             try:
                 work(store, log, tid, worker, wait=wait, crash=crash)
-            except LockTimeout:
-                left.append(tid)  # another worker holds it: come back later
+            except (LockTimeout, LockLost):
+                left.append(tid)  # another worker holds it (now): come back later
             except ConnectionError as exc:  # recorded as the step's failure
                 print(f"{tid}: worker {worker}: fetch raised {exc!r}", flush=True)
                 left.append(tid)
