@@ -42,6 +42,16 @@ EXPECTED = {
         "- Progress: 100%",
         "- Next step: ship it",
     ],
+    "worker_pool.py": [
+        "worker exit codes: [-9, 0, 0, 0]",
+        "task-01: worker ",  # a survivor took over the killed worker's task...
+        " resumes after phase 'fetched'",  # ...after the step it had recorded
+        "step 'fetch' failed earlier with ConnectionError",
+        "tasks done: 12 of 12",
+        "tool calls: 25, failed and retried: 1",
+        "tool calls repeated: 0",
+        "every step ran once: True",
+    ],
 }
 
 
