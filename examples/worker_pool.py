@@ -26,7 +26,7 @@ from redistate import LockLost, LockTimeout, StepFailed, Store
 NAMESPACE = "pool-example"
 TASKS = [f"task-{i:02d}" for i in range(1, 13)]
 WORKERS = 4
-LEASE_TTL = 2.0  # seconds: how long a dead worker's task stays blocked
+LEASE_TTL = 3.0  # seconds: how long a dead worker's task stays blocked (renewed every 1 s)
 TRANSIENT = {"ConnectionError", "TimeoutError"}  # failures worth calling the tool again for
 FLAKY = "task-07"  # its fetch fails the first time it is called
 
