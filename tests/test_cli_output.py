@@ -240,6 +240,7 @@ def test_stats_counts_agree_with_its_largest_list(server_backend: Backend, names
         store.checkpoints.save("t1", {"step": 1})
         store.checkpoints.log("only-log", {"d": 1})  # a task with a delta log only
         store.sessions.put("s1", {"x": 1}, ttl=600)
+        store.collection("notes").put("n1", {"x": 1})
     args = ["--url", server_backend.url, "--namespace", namespace, "stats"]
     rows = {r["kind"]: r for r in map(json.loads, _ok(run(*args, "--json")).splitlines())}
     for kind, row in rows.items():
@@ -250,7 +251,11 @@ def test_stats_counts_agree_with_its_largest_list(server_backend: Backend, names
     unknown = run(*args, "--expect-ttl", "sesions")
     assert unknown.returncode == 2 and unknown.stdout == ""
     assert "'sesions'" in unknown.stderr and "sessions" in unknown.stderr.split("known kinds")[1]
-    assert "tasks" in unknown.stderr and "graph" in unknown.stderr
+    assert "tasks" in unknown.stderr and "notes" in unknown.stderr
+    collection = [
+        json.loads(x) for x in _ok(run(*args, "--expect-ttl", "notes", "--json")).splitlines()
+    ]
+    assert {r["kind"]: r["no_ttl"] for r in collection}["notes"] == 1
 
 
 def test_an_encrypted_namespace_without_keys_says_so(

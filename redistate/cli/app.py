@@ -48,6 +48,9 @@ def main() -> None:
 def misplaced(args: list[str]) -> str | None:
     """What to say when a global option (--url, --namespace...) comes after the
     command, which does not take it itself: click would only say "No such option"."""
+    names = _global_options()
+    if not any(arg.partition("=")[0] in names for arg in args[1:]):
+        return None  # the common case, without building the click command
     import shlex
 
     import typer.main
@@ -61,8 +64,9 @@ def misplaced(args: list[str]) -> str | None:
     if i >= len(args) or (command := group.commands.get(args[i])) is None:
         return None  # no command: click's own usage error says what is wrong
     own = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
-    before, after, moved = args[: i + 1], args[i + 1 :], []
-    rest, j = [], 0
+    moved: list[list[str]] = []
+    rest: list[str] = []
+    after, j = args[i + 1 :], 0
     while j < len(after):
         if after[j] == "--":
             rest += after[j:]
@@ -78,6 +82,23 @@ def misplaced(args: list[str]) -> str | None:
             j += 1
     if not moved:
         return None
-    names = " and ".join(dict.fromkeys(option[0].partition("=")[0] for option in moved))
-    fixed = [*args[:i], *(part for option in moved for part in option), *before[i:], *rest]
-    return f"put {names} before the command: {shlex.join(['redistate', *fixed])}"
+    said = " and ".join(dict.fromkeys(option[0].partition("=")[0] for option in moved))
+    fixed = [*args[:i], *(part for option in moved for part in option), args[i], *rest]
+    return f"put {said} before the command: {shlex.join(['redistate', *fixed])}"
+
+
+def _global_options() -> set[str]:
+    """The option names of the app's callback (--url, --namespace...), read from its
+    signature: cheaper than building the click command on every run."""
+    import inspect
+
+    from typer.models import OptionInfo
+
+    from ._app import options
+
+    names: set[str] = set()
+    for name, param in inspect.signature(options).parameters.items():
+        if isinstance(param.default, OptionInfo):
+            decls = param.default.param_decls or ("--" + name.replace("_", "-"),)
+            names.update(d for d in decls if d.startswith("-"))
+    return names
