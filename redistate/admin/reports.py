@@ -42,7 +42,7 @@ class KindStats:
 
     kind: str
     keys: int = 0
-    entities: int = 0  # main keys (a task's lists, a record's write memory are parts)
+    entities: int = 0  # ids with any key of the kind (a task with only a log too)
     size: int = 0  # bytes
     estimated: bool = False  # payload bytes, not MEMORY USAGE
     sampled: int = 0

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..core.errors import InvalidId
 from ..core.keys import KeySpace, check_kind
-from ..core.kinds import ANY, KINDS, SESSION, TASK, USER, Op, claim
+from ..core.kinds import ANY, KINDS, RESERVED, SESSION, TASK, USER, Op
 from .reports import EXAMPLES, KindStats
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ async def collect(
     kinds = {kind: KindStats(kind, no_ttl=0 if kind in expected else None) for kind in BUILT_IN}
     rng = random.Random(seed)  # a repeatable sample
     batch: list[tuple[bytes, str, str]] = []  # keys whose TTL is checked: (key, kind, label)
+    later: list[tuple[str, list[str]]] = []  # (kind, earlier parts' keys): entity if none exist
 
     async for key in conn.scan(keys.namespace_pattern()):
         kind, entity, part = _parse(keys, key)
@@ -77,9 +78,14 @@ async def collect(
         if found is None:
             found = kinds[kind] = KindStats(kind, no_ttl=0 if kind in expected else None)
         found.keys += 1
-        owner = claim(kind, part) if kind != OTHER else None
-        if part == "" or (owner is not None and "" not in owner.parts and part == owner.main):
-            found.entities += 1  # a main key, or the one part every such entity has
+        earlier = _parts(kind, part)
+        if not earlier:
+            found.entities += 1  # a main key (or a part no kind builds: a key of its own)
+        else:
+            later.append((kind, [keys.key(kind, entity, p) for p in earlier]))
+            if len(later) >= BATCH:
+                await _entities(conn, kinds, later)
+                later.clear()
         # Reservoir sampling: every key of the kind is in the sample with equal odds.
         if len(found.sample) < samples:
             found.sample.append((key, entity, part))
@@ -93,6 +99,7 @@ async def collect(
                 await _no_ttl(conn, kinds, batch)
                 batch.clear()
     await _no_ttl(conn, kinds, batch)
+    await _entities(conn, kinds, later)
     # Whether the server has MEMORY USAGE (fakeredis has not): asked of a key of the
     # namespace's slot that need not exist.
     probe = await _each(conn, [keys.namespace_pattern().encode()], "MEMORY", "USAGE")
@@ -104,6 +111,35 @@ async def collect(
         (s for s in kinds.values() if s.kind not in BUILT_IN),
         key=lambda s: (s.kind == OTHER, s.kind),
     )
+
+
+def _parts(kind: str, part: str) -> tuple[str, ...]:
+    """The parts an entity of key kind ``kind`` is counted at before ``part``: its main
+    key first, then the other parts in the registry's order. An entity is counted once,
+    at the first of its keys in that order, so that the count is of every id with any
+    key (a task with only a delta log too), as the largest entities are."""
+    if kind == OTHER:
+        return ()
+    owners = [k for k in KINDS if k.key == (kind if kind in RESERVED else ANY)]
+    order = [p for k in owners for p in k.parts]
+    mains = [k.main for k in owners if k.main in k.parts]
+    order = list(dict.fromkeys([*mains, *order]))
+    if part not in order:
+        return ()
+    return tuple(order[: order.index(part)])
+
+
+async def _entities(
+    conn: AsyncConnection, kinds: dict[str, KindStats], found: list[tuple[str, list[str]]]
+) -> None:
+    """Count the entities of ``(kind, earlier keys)`` none of whose earlier keys exist."""
+    groups = [(keys[0], [("EXISTS", *keys)]) for _, keys in found]
+    replies = await conn.batch(groups, atomic=False)
+    for (kind, _), reply in zip(found, replies, strict=True):
+        if isinstance(reply[0], Exception):
+            raise reply[0]
+        if int(reply[0]) == 0:
+            kinds[kind].entities += 1
 
 
 def _text(key: bytes) -> str:

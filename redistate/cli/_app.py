@@ -89,9 +89,20 @@ def current() -> Context | None:
     return _current
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"redistate {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def options(
     ctx: typer.Context,
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version, help="print the version and exit"
+    ),
     url: str | None = typer.Option(
         None, envvar="REDISTATE_URL", help="redis://, rediss://, unix://, redis+cluster:// …"
     ),

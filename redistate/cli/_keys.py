@@ -12,23 +12,52 @@ import os
 from ..core.codec import Codec
 from ..core.signing import SigningKeys
 
-__all__ = ["codec_from_env", "signing_from_env"]
+__all__ = ["codec_from_env", "encrypted_without_keys", "plain_codec", "signing_from_env"]
 
 
-def codec_from_env() -> Codec | None:
+def codec_from_env() -> Codec:
     """An EncryptedCodec when ``REDISTATE_KEYS`` ("k1=<base64>,k2=<base64>") is set,
-    with ``REDISTATE_PRIMARY_KEY`` as primary (default: the first key listed); else None
-    (plain JSON).
+    with ``REDISTATE_PRIMARY_KEY`` as primary (default: the first key listed); else
+    plain JSON that names an encrypted value as such (see ``plain_codec``).
 
     Raises:
         ValueError: malformed keys, or a primary that is not among them.
     """
     found = _keys_from_env("REDISTATE_KEYS", "REDISTATE_PRIMARY_KEY")
     if found is None:
-        return None
+        return plain_codec()
     from ..core.encryption import EncryptedCodec
 
     return EncryptedCodec(found[0], primary=found[1])
+
+
+def plain_codec() -> Codec:
+    """JSON, as a store without a codec has, but an encrypted value is named as such
+    (with the key that sealed it: ``encrypted`` remembers it) instead of "not JSON"."""
+    from ..core.codec import JsonCodec
+    from ..core.encryption import key_id
+    from ..core.errors import CodecError
+
+    class PlainCodec(JsonCodec):
+        encrypted: str | None = None  # the key id of the first encrypted value read
+
+        def decode(self, data: bytes, context: bytes = b"") -> object:
+            kid = key_id(data)
+            if kid is None:
+                return super().decode(data, context)
+            self.encrypted = self.encrypted or kid
+            where = context.decode("utf-8", "replace")
+            raise CodecError(
+                f"the value under {where!r} is encrypted (key {kid!r}): set REDISTATE_KEYS "
+                f'("{kid}=<base64>") to read it'
+            )
+
+    return PlainCodec()
+
+
+def encrypted_without_keys(codec: object) -> str | None:
+    """The key id of an encrypted value a keyless ``plain_codec`` met, else None."""
+    return getattr(codec, "encrypted", None)
 
 
 def signing_from_env() -> SigningKeys | None:

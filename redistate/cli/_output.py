@@ -1,4 +1,11 @@
-"""How commands print: rich tables for people, JSON lines for scripts."""
+"""How commands print: rich tables for people, JSON lines for scripts.
+
+What comes from the store (ids, phases, event types, payloads, holders...) is shown as
+it is: every cell and title goes through ``shown``, a ``Text`` that Rich neither parses
+for markup (``[red]``) nor for emoji codes (``:fire:``), with control characters
+escaped so that a value cannot move the cursor or recolour the terminal. Columns fold
+instead of truncating: an id is never cut.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +16,58 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..records.spec import ttl_seconds
 
-__all__ = ["emit", "err", "out", "ttl"]
+__all__ = ["dumps", "emit", "err", "out", "shown", "table", "ttl"]
 
-out = Console()
-err = Console(stderr=True)
+out = Console(emoji=False, highlight=False)
+err = Console(stderr=True, emoji=False, highlight=False)
+
+# C0 and C1 control characters and DEL, shown as Python escapes (\x1b, \n, \t).
+_CONTROL = {c: chr(c).encode("unicode_escape").decode() for c in (*range(32), *range(127, 160))}
 
 
-def emit(rows: list[dict[str, Any]], as_json: bool, title: str) -> None:
-    """A table of ``rows`` (dicts with the same keys), or one JSON object a line."""
+def shown(value: Any, style: str = "") -> Text:
+    """``value`` as literal text for a table cell or a line: ``-`` for None."""
+    text = "-" if value is None else str(value)
+    return Text(text.translate(_CONTROL), style=style)
+
+
+def table(title: str, columns: list[str]) -> Table:
+    """A table whose columns fold (never truncate) and whose title fits unbroken on
+    one line when the terminal is wide enough for it."""
+    heading = shown(title)
+    found = Table(title=heading, min_width=min(heading.cell_len + 4, out.width))
+    for column in columns:
+        found.add_column(shown(column), overflow="fold")
+    return found
+
+
+def emit(rows: list[dict[str, Any]], as_json: bool, title: str, *, vertical: bool = False) -> None:
+    """A table of ``rows`` (dicts with the same keys), or one JSON object a line.
+    ``vertical``: one row of many fields (a report) as a field-and-value table, which
+    stays readable at 80 columns however many fields it has."""
     if as_json:
         for row in rows:
-            sys.stdout.write(json.dumps(row, default=str) + "\n")
+            sys.stdout.write(dumps(row) + "\n")
         return
-    table = Table(title=title)
-    for column in rows[0] if rows else ["(none)"]:
-        table.add_column(column)
+    if vertical and len(rows) == 1:
+        found = table(title, ["", "count"])
+        for name, value in rows[0].items():
+            found.add_row(shown(name), shown(value))
+        out.print(found)
+        return
+    found = table(title, list(rows[0]) if rows else ["(none)"])
     for row in rows:
-        table.add_row(*("-" if v is None else str(v) for v in row.values()))
-    out.print(table)
+        found.add_row(*(shown(v) for v in row.values()))
+    out.print(found)
+
+
+def dumps(value: Any, indent: int | None = None) -> str:
+    """JSON of ``value``; what JSON has no type for (datetimes) as its str."""
+    return json.dumps(value, indent=indent, default=str)
 
 
 def ttl(pttl: int) -> float | None:

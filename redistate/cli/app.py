@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from .. import RedistateError
 from . import acl, backup, demo, doctor, events, inspection, migrate, rotate, stats  # noqa: F401
 from ._app import app, current
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "misplaced"]
 
 
 def main() -> None:
@@ -17,6 +18,10 @@ def main() -> None:
 
     from ..core._translate import translate
 
+    hint = misplaced(sys.argv[1:])
+    if hint is not None:
+        sys.stderr.write(f"redistate: {hint}\n")
+        sys.exit(2)
     try:
         app()  # exits 2 itself on a usage error
     except RedistateError as exc:
@@ -38,3 +43,62 @@ def main() -> None:
         context = current()
         if context is not None:
             context.close()
+
+
+def misplaced(args: list[str]) -> str | None:
+    """What to say when a global option (--url, --namespace...) comes after the
+    command, which does not take it itself: click would only say "No such option"."""
+    names = _global_options()
+    if not any(arg.partition("=")[0] in names for arg in args[1:]):
+        return None  # the common case, without building the click command
+    import shlex
+
+    import typer.main
+
+    group: Any = typer.main.get_command(app)
+    takes_value = {o: not p.is_flag for p in group.params for o in p.opts}
+    i = 0
+    while i < len(args) and args[i].startswith("-"):  # the options before the command
+        name, eq, _ = args[i].partition("=")
+        i += 2 if takes_value.get(name) and not eq else 1
+    if i >= len(args) or (command := group.commands.get(args[i])) is None:
+        return None  # no command: click's own usage error says what is wrong
+    own = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+    moved: list[list[str]] = []
+    rest: list[str] = []
+    after, j = args[i + 1 :], 0
+    while j < len(after):
+        if after[j] == "--":
+            rest += after[j:]
+            break
+        name, eq, _ = after[j].partition("=")
+        if name in takes_value and name not in own:
+            width = 2 if takes_value[name] and not eq else 1
+            option = after[j : j + width]
+            moved.append(option + ["VALUE"] * (width - len(option)))  # a value left out
+            j += width
+        else:
+            rest.append(after[j])
+            j += 1
+    if not moved:
+        return None
+    said = " and ".join(dict.fromkeys(option[0].partition("=")[0] for option in moved))
+    fixed = [*args[:i], *(part for option in moved for part in option), args[i], *rest]
+    return f"put {said} before the command: {shlex.join(['redistate', *fixed])}"
+
+
+def _global_options() -> set[str]:
+    """The option names of the app's callback (--url, --namespace...), read from its
+    signature: cheaper than building the click command on every run."""
+    import inspect
+
+    from typer.models import OptionInfo
+
+    from ._app import options
+
+    names: set[str] = set()
+    for name, param in inspect.signature(options).parameters.items():
+        if isinstance(param.default, OptionInfo):
+            decls = param.default.param_decls or ("--" + name.replace("_", "-"),)
+            names.update(d for d in decls if d.startswith("-"))
+    return names

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import typer
 
@@ -50,7 +50,8 @@ def _progress(unit: str) -> Any:
 def export_command(
     ctx: typer.Context,
     out_file: Annotated[
-        Path, typer.Option("--out", metavar="FILE", help="the JSON-lines file to write")
+        Path,
+        typer.Option("--out", metavar="FILE", help="the JSON-lines file to write (-: stdout)"),
     ],
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
@@ -63,9 +64,15 @@ def export_command(
     lists, write memories (<key>:writes, a short-lived memory of resent writes) and the
     staging stream of an event rewrite in progress.
     Each entity is read atomically; the file is not one point-in-time snapshot of the
-    whole namespace. Written to FILE.partial, renamed to FILE when complete.
+    whole namespace. Written to FILE.partial, renamed to FILE when complete; with
+    --out - to stdout, the summary on stderr.
     """
     store: Store = ctx.obj.store
+    if str(out_file) == "-":  # the file on stdout: the summary goes to stderr
+        report = store.admin.export(sys.stdout.buffer, lambda n: None)
+        sys.stdout.flush()
+        _summary(report, as_json, out_file, sys.stderr)
+        return
     partial = out_file.with_name(out_file.name + ".partial")
     try:
         with _progress("keys") as bar, open(partial, "wb") as sink:
@@ -75,10 +82,15 @@ def export_command(
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+    _summary(report, as_json, out_file, sys.stdout)
+
+
+def _summary(report: ExportReport, as_json: bool, out_file: Path, stream: TextIO) -> None:
+    """What an export wrote, on ``stream``; a failure if entities were left out."""
     if as_json:
-        sys.stdout.write(json.dumps(report.as_dict()) + "\n")
+        stream.write(json.dumps(report.as_dict()) + "\n")
     else:
-        _print_export(report, out_file)
+        _print_export(report, out_file, stream)
     if report.damaged_count:
         raise RedistateError(
             f"{_count(report.damaged_count, 'entity')} left out as damaged (the file "
@@ -86,18 +98,22 @@ def export_command(
         )
 
 
-def _print_export(report: ExportReport, out_file: Path) -> None:
+def _print_export(report: ExportReport, out_file: Path, stream: TextIO) -> None:
     total = _count(sum(report.entities.values()), "entity")
     what = _kinds(report.entities, report.steps)
-    _say(f"exported {total} ({what}) of namespace {report.namespace!r} to {out_file}")
+    where = "stdout" if str(out_file) == "-" else out_file
+    _say(f"exported {total} ({what}) of namespace {report.namespace!r} to {where}", stream)
     if report.not_exported:
         left = _count(report.not_exported, "held-lease, wake-list or write-memory key")
-        _say(f"left out {left}")
+        _say(f"left out {left}", stream)
     if report.unknown_count:
         examples = ", ".join(report.unknown)
-        _say(f"left out {report.unknown_count} keys redistate does not recognise: {examples}")
+        _say(
+            f"left out {report.unknown_count} keys redistate does not recognise: {examples}",
+            stream,
+        )
     for damaged in report.damaged:
-        _say(f"left out as damaged: {damaged}")
+        _say(f"left out as damaged: {damaged}", stream)
 
 
 def _kinds(counts: dict[str, int], steps: int) -> str:
@@ -122,8 +138,8 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}es" if what.endswith("x") else f"{n} {what}s"
 
 
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")  # plain: keys and ids are printed as they are
+def _say(text: str, stream: TextIO | None = None) -> None:
+    (stream or sys.stdout).write(text + "\n")  # plain: keys and ids are printed as they are
 
 
 @app.command("import")

@@ -14,7 +14,7 @@ from ._output import emit
 
 __all__ = ["events_command"]
 
-SHOWN = 80  # payload characters in the table (--json has them whole)
+SHOWN = 80  # payload characters in the table, … marking a cut (--json has them whole)
 
 
 @app.command("events")
@@ -30,13 +30,15 @@ def events_command(
     rows: list[dict[str, Any]] = []
     for event in store.events.read(entity) if check.ok else []:
         payload = json.dumps(event.payload, ensure_ascii=False, default=str)
+        if len(payload) > SHOWN:
+            payload = payload[: SHOWN - 1] + "…"
         rows.append(
             {
                 "id": event.id,
                 "seq": event.seq,
                 "type": event.type,
                 "at": event.at.isoformat(timespec="milliseconds"),
-                "payload": payload if as_json else payload[:SHOWN],
+                "payload": event.payload if as_json else payload,
                 "digest": event.digest if as_json else event.digest[:12],
             }
         )

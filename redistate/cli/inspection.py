@@ -12,12 +12,14 @@ import typer
 
 from .. import RedistateError, Store
 from ..admin.stats import ALIASES
-from ..checkpoints.spec import Verification
+from ..checkpoints.spec import Restored, Verification
 from ..core.errors import IntegrityError, InvalidId
 from ..core.kinds import STEPS, TASK
 from ..leases.spec import holder_fence
 from ._app import app
-from ._output import emit, ttl
+from ._output import dumps, emit, ttl
+
+JSON_HELP = "one JSON line instead of indented JSON"
 
 
 @app.command("ls")
@@ -54,9 +56,23 @@ def show(
     ctx: typer.Context,
     kind: str = typer.Argument(..., help="sessions, users or a collection"),
     entity: str = typer.Argument(..., metavar="ID"),
+    using: str | None = typer.Option(
+        None,
+        "--using",
+        metavar="MODULE:FUNCTION",
+        help="registers the migration steps (as migrate --using): reads newer schemas",
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """One record: its data (JSON), version and expiry."""
+    register = None
+    if using is not None:
+        from .migrate import load_steps
+
+        register = load_steps(using)  # a bad --using is named before connecting
     store: Store = ctx.obj.store
+    if register is not None:
+        register(store.migrations)
     name = ALIASES.get(kind, kind)
     collection = {"session": store.sessions, "user": store.users}.get(name)
     record = (collection or store.collection(name)).get(entity)
@@ -64,7 +80,16 @@ def show(
         raise RedistateError(f"no {name} {entity!r} in namespace {store.keys.namespace!r}")
     expires = None if record.expires_at is None else record.expires_at.isoformat()
     out = {"id": record.id, "version": record.version, "expires_at": expires}
-    sys.stdout.write(json.dumps({**out, "data": record.data}, indent=2, default=str) + "\n")
+    _print_json({**out, "data": record.data}, as_json)
+
+
+def _print_json(value: dict[str, Any], as_json: bool) -> None:
+    """``value`` as one JSON line (--json), else indented with its text as it is."""
+    if as_json:
+        sys.stdout.write(dumps(value) + "\n")
+    else:
+        text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+        sys.stdout.write(text + "\n")
 
 
 @app.command()
@@ -75,6 +100,9 @@ def checkpoints(
 ) -> None:
     """A task's checkpoint history, newest first."""
     store: Store = ctx.obj.store
+    history = store.checkpoints.history(task)
+    if not history and store.checkpoints.restore(task) is None:
+        raise RedistateError(f"no task {task!r} in namespace {store.keys.namespace!r}")
     rows = [
         {
             "seq": cp.seq,
@@ -84,7 +112,7 @@ def checkpoints(
             "progress": cp.progress,
             "fence": cp.fence,
         }
-        for cp in store.checkpoints.history(task)
+        for cp in history
     ]
     emit(rows, as_json, f"checkpoints of {task}")
 
@@ -124,14 +152,33 @@ def _task_ids(store: Store) -> list[str]:
     return sorted(found)
 
 
-@app.command()
-def restore(ctx: typer.Context, task: str = typer.Argument(..., help="the task id")) -> None:
-    """What a new owner of TASK would resume from (JSON): the newest intact checkpoint
-    plus the deltas after it, and whether anything had to be skipped."""
-    store: Store = ctx.obj.store
+def _restored(store: Store, task: str) -> Restored:
+    """What ``restore`` finds of ``task``; a failure when there is no such task, or
+    its entries were skipped for being encrypted with no REDISTATE_KEYS to read them."""
+    from ._keys import encrypted_without_keys
+
     restored = store.checkpoints.restore(task)
     if restored is None:
         raise RedistateError(f"no task {task!r} in namespace {store.keys.namespace!r}")
+    kid = encrypted_without_keys(store.codec)
+    if restored.skipped and kid is not None:
+        raise RedistateError(
+            f"task {task!r} in namespace {store.keys.namespace!r} is encrypted (key "
+            f'{kid!r}): set REDISTATE_KEYS ("{kid}=<base64>") to read it'
+        )
+    return restored
+
+
+@app.command()
+def restore(
+    ctx: typer.Context,
+    task: str = typer.Argument(..., help="the task id"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """What a new owner of TASK would resume from (JSON): the newest intact checkpoint
+    plus the deltas after it, and whether anything had to be skipped."""
+    store: Store = ctx.obj.store
+    restored = _restored(store, task)
     cp = restored.checkpoint
     out = {
         "task": task,
@@ -151,16 +198,25 @@ def restore(ctx: typer.Context, task: str = typer.Argument(..., help="the task i
         "deltas_applied": restored.deltas_applied,
         "state": restored.state,
     }
-    sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
+    _print_json(out, as_json)
 
 
 @app.command()
-def handoff(ctx: typer.Context, task: str = typer.Argument(..., help="the task id")) -> None:
+def handoff(
+    ctx: typer.Context,
+    task: str = typer.Argument(..., help="the task id"),
+    as_json: bool = typer.Option(
+        False, "--json", help='one JSON line: {"task": TASK, "markdown": the summary}'
+    ),
+) -> None:
     """A markdown summary of where TASK stands, for the next owner (or a person)."""
     store: Store = ctx.obj.store
-    if store.checkpoints.restore(task) is None:
-        raise RedistateError(f"no task {task!r} in namespace {store.keys.namespace!r}")
-    sys.stdout.write(store.checkpoints.handoff(task))
+    _restored(store, task)
+    markdown = store.checkpoints.handoff(task)
+    if as_json:
+        sys.stdout.write(dumps({"task": task, "markdown": markdown}) + "\n")
+    else:
+        sys.stdout.write(markdown)
 
 
 @app.command()

@@ -73,7 +73,7 @@ def migrate_command(
         "changed meanwhile": report.changed,
         "event chains not verified": len(report.unverified),
     }
-    emit([row], as_json, f"migrated {store.keys.namespace}")
+    emit([row], as_json, f"migrated {store.keys.namespace}", vertical=True)
     if report.newer:
         raise RedistateError(
             f"{report.newer} value(s) are newer than the registered steps, e.g. "

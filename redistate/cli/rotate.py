@@ -43,7 +43,7 @@ def rotate_keys(
     sealer = None if store.signing is None else store.signing.primary
     named = (("key", primary), ("signing key", sealer))
     to = ", ".join(f"{what} {kid}" for what, kid in named if kid)
-    emit([row], as_json, f"rotated {store.keys.namespace} to {to}")
+    emit([row], as_json, f"rotated {store.keys.namespace} to {to}", vertical=True)
     if report.unverified:
         raise RedistateError(
             f"{len(report.unverified)} event chain(s) do not verify and were not "

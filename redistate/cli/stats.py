@@ -9,7 +9,7 @@ import typer
 
 from .. import Store
 from ..admin import KindStats
-from ..admin.stats import key_kinds
+from ..admin.stats import ALIASES, OTHER, key_kinds
 from ..core.errors import InvalidId
 from ._app import app
 from ._output import emit
@@ -45,8 +45,8 @@ def stats(
 
     Bytes: MEMORY USAGE of up to --samples keys per kind, extrapolated to every key of
     the kind; "estimated" where the server has no MEMORY USAGE (payload bytes only).
-    Keys count every key of a kind (a task's lists, write memories); entities its main
-    keys (one per record, lease, fence key, and task with a checkpoint).
+    Keys count every key of a kind (a task's lists, write memories); entities the ids
+    with any key of the kind (a task with only a delta log too), as the largest list.
     """
     try:
         kinds = key_kinds(expect_ttl or [])
@@ -54,6 +54,17 @@ def stats(
         raise typer.BadParameter(str(exc), param_hint="--expect-ttl") from None
     store: Store = ctx.obj.store
     found = store.admin.stats(samples, kinds)
+    present = [s.kind for s in found if s.kind != OTHER]
+    unknown = [
+        name for name, kind in zip(expect_ttl or [], kinds, strict=True) if kind not in present
+    ]
+    if unknown:
+        known = ", ".join([*ALIASES, *(k for k in present if k not in ALIASES.values())])
+        raise typer.BadParameter(
+            f"{unknown[0]!r} is no kind of namespace {store.keys.namespace!r}; "
+            f"known kinds: {known}",
+            param_hint="--expect-ttl",
+        )
     if as_json:
         emit([s.row() for s in found], True, "")
         return
