@@ -6,6 +6,7 @@ after every operation)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -68,6 +69,15 @@ def test_acl_prints_one_setuser_line_for_the_namespace() -> None:
     done = run("acl", "--namespace", "ops")
     assert done.returncode == 0 and done.stdout.startswith("ACL SETUSER redistate-ops reset ")
     assert " ~ops:* " in done.stdout
+    # --json: the same line, and its parts, as one JSON object.
+    done = run("--namespace", "app", "acl", "--user", "agent", "--json")
+    found = json.loads(done.stdout)
+    assert found == {
+        "user": "agent",
+        "keys": "app:*",
+        "commands": list(acl_commands()),
+        "acl": line,
+    }
 
 
 @pytest.mark.parametrize(

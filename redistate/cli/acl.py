@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 
@@ -36,10 +37,23 @@ def acl_command(
     namespace: str | None = typer.Option(
         None, help="the namespace (default: the global --namespace)"
     ),
+    as_json: bool = typer.Option(
+        False, "--json", help="one JSON object: user, key pattern, commands, the line"
+    ),
 ) -> None:
     """Print the ACL SETUSER line for a least-privilege user of one namespace: its keys
     (~NS:*), no pub/sub channels, and the commands redistate needs (docs/DESIGN.md,
     "Least privilege"). Replace <password> before running it; connects to nothing."""
     chosen = namespace if namespace is not None else ctx.obj.namespace
     KeySpace(chosen)  # a bad namespace is named before the default user is built from it
-    sys.stdout.write(setuser(chosen, f"redistate-{chosen}" if user is None else user) + "\n")
+    name = f"redistate-{chosen}" if user is None else user
+    line = setuser(chosen, name)
+    if as_json:
+        found = {
+            "user": name,
+            "keys": KeySpace(chosen).namespace_pattern(),
+            "commands": list(acl_commands()),
+            "acl": line,
+        }
+        line = json.dumps(found)
+    sys.stdout.write(line + "\n")
