@@ -54,13 +54,14 @@ class AsyncLease:
     """A fenced lock on ``name``: ``async with store.lock("t1") as lease: ...``.
 
     ``lease.fence`` strictly increases per name across holders, expiry, deletion,
-    restarts and failovers. With ``renew=True`` a background task extends the lease
-    every ttl/3. The lease keeps a local deadline (when the last acquire or extend was
-    sent, plus the TTL, less a drift margin): once it has passed, or a renewal fails,
-    or any guarded write is refused with LockLost, ``lease.lost`` is set, ``on_lost``
-    runs, guarded writes raise LockLost without sending anything and ``run.step``
-    calls no function. Under ``durability="replicated"`` acquire and extend wait for a
-    replica like writes do.
+    restarts and failovers; it stays readable after release (what the lease held, for
+    logs), while ``lease.held`` says whether it is held now. With ``renew=True`` a
+    background task extends the lease every ttl/3. The lease keeps a local deadline
+    (when the last acquire or extend was sent, plus the TTL, less a drift margin): once
+    it has passed, or a renewal fails, or any guarded write is refused with LockLost,
+    ``lease.lost`` is set, ``on_lost`` runs, guarded writes raise LockLost without
+    sending anything and ``run.step`` calls no function. Under
+    ``durability="replicated"`` acquire and extend wait for a replica like writes do.
     """
 
     def __init__(
@@ -96,11 +97,22 @@ class AsyncLease:
         self._budget: float | None = None
         self._valid_until: float | None = None  # the local deadline, while held
         self._renewed = 0.0  # when the last successful acquire/extend was sent
+        # Released (or refused at release): ``fence`` stays, for logs; ``value`` goes.
+        self._released = False
+
+    @property
+    def held(self) -> bool:
+        """Acquired, not released and not known lost (``remaining`` says for how long
+        by the local clock)."""
+        return self.value is not None and self._valid_until is not None and not self.lost.is_set()
 
     @property
     def value(self) -> str | None:
-        """The lock key's value while this lease holds it (None before acquire)."""
-        return None if self.fence is None else lease_value(self.token, self.fence)
+        """The lock key's value while this lease holds it (None before acquire and
+        after release; a lost lease keeps it until released)."""
+        if self.fence is None or self._released:
+            return None
+        return lease_value(self.token, self.fence)
 
     @property
     def remaining(self) -> float:
@@ -133,7 +145,7 @@ class AsyncLease:
         Raises:
             LockTimeout: not acquired before the deadline.
         """
-        if self.fence is not None:
+        if self.value is not None:
             raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
         if self._used:  # a lease object taken again: a fresh token and fresh events
             self.token = new_token()
@@ -154,7 +166,7 @@ class AsyncLease:
                 await self._abandon()
                 raise
             if reply.acquired:
-                self.fence = reply.fence
+                self.fence, self._released = reply.fence, False
                 self._valid_until = valid_until(sent, max(reply.ttl_ms, 0))
                 self._renewed = sent
                 if self.renew:
@@ -236,7 +248,7 @@ class AsyncLease:
             raise LockLost(f"lease {self.name!r} is not held")
         args = LockReleaseArgs(value, self._conn.memory_ms).argv()
         released = await self._conn.script(_RELEASE, (self.key, self._wake, self._writes), args)
-        self.fence = None
+        self._released = True
         if not released.released:
             await self._mark_lost()
             raise LockLost(f"lease {self.name!r} had expired or been taken over before release")

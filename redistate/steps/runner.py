@@ -50,7 +50,8 @@ class TaskRun:
 
     @property
     def fence(self) -> int | None:
-        """The lease's fencing number: larger than every earlier owner's."""
+        """The lease's fencing number: larger than every earlier owner's (kept after
+        the block, for logs; ``run.lease.held`` says whether it is still held)."""
         return self.lease.fence
 
     def save(
@@ -177,7 +178,9 @@ class TaskRun:
             raise
         if restored is not None:
             self.state, self.checkpoint = restored.state, restored.checkpoint
-            self.resumed, self.skipped = True, restored.skipped
+            self.skipped = restored.skipped
+        # Anything an earlier owner recorded, checkpoint or only step records, is a resume.
+        self.resumed = restored is not None or bool(self._steps)
         return self
 
     def __exit__(

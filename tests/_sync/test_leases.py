@@ -28,6 +28,31 @@ def test_acquire_and_release(store: Store, backend: Backend) -> None:
         assert again.fence is not None and again.fence > first
 
 
+def test_a_released_lease_keeps_its_fence_and_says_it_is_not_held(
+    store: Store, backend: Backend
+) -> None:
+    lease = store.lock("t1", ttl=30)
+    assert (lease.fence, lease.held, lease.value) == (None, False, None)
+    with lease:
+        held = lease.fence
+        assert held is not None and lease.held and lease.value is not None
+    assert lease.fence == held  # what it held, for a log line after the block
+    after: tuple[Any, ...] = (lease.held, lease.value, lease.remaining)
+    assert after == (False, None, 0.0)
+    with pytest.raises(LockLost, match="not held"):
+        store.sessions.put("t1", {}, lease=lease)  # a released lease guards nothing
+    with pytest.raises(LockLost, match="not held"):
+        lease.release()
+    assert backend.raw().exists(lease.key) == 0
+    with lease:  # taken again: a new, larger fence
+        assert lease.held and lease.fence is not None and lease.fence > held
+    lost = store.lock("t2", ttl=30, renew=False).acquire()
+    backend.raw().delete(lost.key)
+    with pytest.raises(LockLost):
+        store.sessions.put("t2", {}, lease=lost)
+    assert not lost.held and lost.fence is not None
+
+
 def test_a_held_lease_times_out_other_acquirers(store: Store) -> None:
     with store.lock("t", ttl=30):
         with pytest.raises(LockTimeout, match="'t'"):
