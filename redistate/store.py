@@ -16,6 +16,7 @@ from .adapters.langgraph.threads import Graph
 from .admin.admin import Admin
 from .checkpoints.spec import CheckpointSpec
 from .checkpoints.tasks import Checkpoints
+from .core._io import WithGuard
 from .core.codec import Codec, JsonCodec
 from .core.connect import client_for
 from .core.connection import Connection
@@ -28,6 +29,7 @@ from .core.migrations import Migrations
 from .core.retry import RetryPolicy, check_timeout
 from .core.server import ServerCheck, ServerFacts
 from .core.signing import SigningKeys
+from .core.urls import shown_url
 from .events.spec import EventSpec
 from .events.stream import Events
 from .leases.lease import Lease
@@ -40,7 +42,7 @@ __all__ = ["Store"]
 MIB = 1024 * 1024
 
 
-class Store:
+class Store(WithGuard):
     """Agent state in Redis: sessions, users, named record collections and task
     checkpoints.
 
@@ -100,6 +102,12 @@ class Store:
         signing: SigningKeys | None = None,
         server_check: ServerCheck = "warn",
     ) -> None:
+        if isinstance(client, str | bytes):
+            name = type(self).__name__
+            raise TypeError(
+                f"{name}() takes a redis-py client, not a URL: for {shown_url(client)!r} "
+                f"use {name}.from_url(url) (or {name}.embedded() for an in-process store)"
+            )
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
         if codec is not None and not isinstance(codec, Codec):

@@ -15,6 +15,7 @@ from .adapters.langgraph.threads_async import AsyncGraph
 from .admin.admin_async import AsyncAdmin
 from .checkpoints.spec import CheckpointSpec
 from .checkpoints.tasks_async import AsyncCheckpoints
+from .core._io import AsyncWithGuard
 from .core.codec import Codec, JsonCodec
 from .core.connect_async import client_for
 from .core.connection_async import AsyncConnection
@@ -27,6 +28,7 @@ from .core.migrations import Migrations
 from .core.retry import RetryPolicy, check_timeout
 from .core.server import ServerCheck, ServerFacts
 from .core.signing import SigningKeys
+from .core.urls import shown_url
 from .events.spec import EventSpec
 from .events.stream_async import AsyncEvents
 from .leases.lease_async import AsyncLease
@@ -39,7 +41,7 @@ __all__ = ["AsyncStore"]
 MIB = 1024 * 1024
 
 
-class AsyncStore:
+class AsyncStore(AsyncWithGuard):
     """Agent state in Redis: sessions, users, named record collections and task
     checkpoints.
 
@@ -99,6 +101,12 @@ class AsyncStore:
         signing: SigningKeys | None = None,
         server_check: ServerCheck = "warn",
     ) -> None:
+        if isinstance(client, str | bytes):
+            name = type(self).__name__
+            raise TypeError(
+                f"{name}() takes a redis-py client, not a URL: for {shown_url(client)!r} "
+                f"use {name}.from_url(url) (or {name}.embedded() for an in-process store)"
+            )
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
         if codec is not None and not isinstance(codec, Codec):

@@ -12,12 +12,14 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import LockLost
 
 __all__ = [
+    "AsyncWithGuard",
     "AwaitableInSync",
+    "WithGuard",
     "async_confirm",
     "async_event",
     "async_initialize",
@@ -77,6 +79,28 @@ def sync_resolve(value: Awaitable[Any]) -> Any:
     if callable(close):
         close()  # a coroutine that is never awaited would warn at garbage collection
     raise AwaitableInSync("the function returned an awaitable: use AsyncStore for async functions")
+
+
+# -- `with` on what needs `async with` ------------------------------------------------
+
+
+class AsyncWithGuard:
+    """Base of the async context managers (AsyncStore, its leases and task runs): a
+    plain ``with`` gets a TypeError that says what to write instead."""
+
+    def __enter__(self) -> NoReturn:
+        name = type(self).__name__
+        raise TypeError(
+            f"{name} is asynchronous: use 'async with', not 'with' (inside an async "
+            f"function); for a plain 'with', use redistate.Store instead of AsyncStore"
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        return None  # never reached: __enter__ raised
+
+
+class WithGuard:
+    """The sync twin's base: its classes are plain context managers."""
 
 
 # -- background renewal: an asyncio task, or a daemon thread in the sync twin ---------

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core._io import (
     Event,
+    WithGuard,
     sync_confirm,
     sync_event,
     sync_finish,
@@ -51,7 +52,7 @@ _EXTEND = script("lock_extend").replying(LockExtendReply.parse)
 _ABANDON = script("lock_abandon").replying(LockAbandonReply.parse)
 
 
-class Lease:
+class Lease(WithGuard):
     """A fenced lock on ``name``: ``with store.lock("t1") as lease: ...``.
 
     ``lease.fence`` strictly increases per name across holders, expiry, deletion,

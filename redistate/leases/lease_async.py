@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core._io import (
     AsyncEvent,
+    AsyncWithGuard,
     async_confirm,
     async_event,
     async_finish,
@@ -50,7 +51,7 @@ _EXTEND = script("lock_extend").replying(LockExtendReply.parse)
 _ABANDON = script("lock_abandon").replying(LockAbandonReply.parse)
 
 
-class AsyncLease:
+class AsyncLease(AsyncWithGuard):
     """A fenced lock on ``name``: ``async with store.lock("t1") as lease: ...``.
 
     ``lease.fence`` strictly increases per name across holders, expiry, deletion,

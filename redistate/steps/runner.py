@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoints.spec import Checkpoint
-from ..core._io import AwaitableInSync, sync_confirm, sync_resolve
+from ..core._io import AwaitableInSync, WithGuard, sync_confirm, sync_resolve
 from ..core.errors import CodecError, LockLost, RedistateError, StateTooLarge
 from ..records.mergepatch import merge_patch
 from .spec import Step, check_step_name
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["TaskRun"]
 
 
-class TaskRun:
+class TaskRun(WithGuard):
     """``with store.task("t1") as run``: own the task, resume its state, save
     guarded checkpoints. What most agent code should use.
 

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoints.spec import Checkpoint
-from ..core._io import AwaitableInSync, async_confirm, async_resolve
+from ..core._io import AsyncWithGuard, AwaitableInSync, async_confirm, async_resolve
 from ..core.errors import CodecError, LockLost, RedistateError, StateTooLarge
 from ..records.mergepatch import merge_patch
 from .spec import Step, check_step_name
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncTaskRun"]
 
 
-class AsyncTaskRun:
+class AsyncTaskRun(AsyncWithGuard):
     """``async with store.task("t1") as run``: own the task, resume its state, save
     guarded checkpoints. What most agent code should use.
 
