@@ -301,12 +301,22 @@ class Store(WithGuard):
         on_lost: Callable[[Lease], Any] | None = None,
     ) -> Lease:
         """A fenced lease on ``name`` (not yet acquired): use ``with``, or
-        ``acquire()``/``release()``. It guards writes to entities whose id is ``name``."""
+        ``acquire()``/``release()``. It guards writes to entities whose id is ``name``.
+
+        Where the store is asynchronous, renewal is a task on the event loop: a
+        blocking call inside the block (a sync HTTP client, ``time.sleep``) stops it,
+        and a lease blocked past its TTL is lost; the LockLost that follows says how
+        long the loop was blocked. Run blocking code in a worker thread (``to_thread``)."""
         return Lease(self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost)
 
     def task(self, task_id: str, ttl: float = 30, wait: float | None = None) -> TaskRun:
         """Run a task as its only owner: ``with store.task("t1") as run``.
-        Takes the lease, restores the state, guards every save (see TaskRun)."""
+        Takes the lease, restores the state, guards every save (see TaskRun).
+
+        Where the store is asynchronous, the lease is renewed by a task on the event
+        loop: a blocking tool call in the block stops the renewal, and past ``ttl`` the
+        lease is lost (the LockLost names the blocked loop). Run blocking tools in a
+        worker thread (``to_thread``)."""
         return TaskRun(self, task_id, ttl=ttl, wait=wait)
 
     def close(self) -> None:

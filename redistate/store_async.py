@@ -302,14 +302,24 @@ class AsyncStore(AsyncWithGuard):
         on_lost: Callable[[AsyncLease], Any] | None = None,
     ) -> AsyncLease:
         """A fenced lease on ``name`` (not yet acquired): use ``async with``, or
-        ``acquire()``/``release()``. It guards writes to entities whose id is ``name``."""
+        ``acquire()``/``release()``. It guards writes to entities whose id is ``name``.
+
+        Where the store is asynchronous, renewal is a task on the event loop: a
+        blocking call inside the block (a sync HTTP client, ``time.sleep``) stops it,
+        and a lease blocked past its TTL is lost; the LockLost that follows says how
+        long the loop was blocked. Run blocking code in a worker thread (``to_thread``)."""
         return AsyncLease(
             self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost
         )
 
     def task(self, task_id: str, ttl: float = 30, wait: float | None = None) -> AsyncTaskRun:
         """Run a task as its only owner: ``async with store.task("t1") as run``.
-        Takes the lease, restores the state, guards every save (see AsyncTaskRun)."""
+        Takes the lease, restores the state, guards every save (see AsyncTaskRun).
+
+        Where the store is asynchronous, the lease is renewed by a task on the event
+        loop: a blocking tool call in the block stops the renewal, and past ``ttl`` the
+        lease is lost (the LockLost names the blocked loop). Run blocking tools in a
+        worker thread (``to_thread``)."""
         return AsyncTaskRun(self, task_id, ttl=ttl, wait=wait)
 
     async def aclose(self) -> None:

@@ -411,10 +411,15 @@ class Connection:
         except ERRORS as exc:
             try:
                 return self._recover(exc, call, started, budget, "evalsha")
-            except LockLost:
-                if lease is not None:  # the first to learn it: guarded writes stop now
-                    sync_lost(lease)
-                raise
+            except LockLost as refused:
+                if lease is None:
+                    raise
+                # The first to learn it: guarded writes stop now, and the message says
+                # what happened to the lease (the reply names the holder's fence).
+                explain = getattr(lease, "_refused", None)
+                message = explain(str(refused)) if callable(explain) else str(refused)
+                sync_lost(lease)
+                raise LockLost(message) from refused.__cause__  # the server's reply
 
     def _evalsha_wait(
         self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, wait_ms: int

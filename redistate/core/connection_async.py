@@ -410,10 +410,15 @@ class AsyncConnection:
         except ERRORS as exc:
             try:
                 return await self._recover(exc, call, started, budget, "evalsha")
-            except LockLost:
-                if lease is not None:  # the first to learn it: guarded writes stop now
-                    await async_lost(lease)
-                raise
+            except LockLost as refused:
+                if lease is None:
+                    raise
+                # The first to learn it: guarded writes stop now, and the message says
+                # what happened to the lease (the reply names the holder's fence).
+                explain = getattr(lease, "_refused", None)
+                message = explain(str(refused)) if callable(explain) else str(refused)
+                await async_lost(lease)
+                raise LockLost(message) from refused.__cause__  # the server's reply
 
     async def _evalsha_wait(
         self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, wait_ms: int

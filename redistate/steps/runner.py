@@ -189,6 +189,7 @@ class TaskRun(WithGuard):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        told = self.lease._reported  # the block already heard (and maybe caught) a LockLost
         try:
             # Only errors are failures: a cancellation or exit is not recorded as one.
             if isinstance(exc, Exception) and not isinstance(exc, LockLost):
@@ -199,6 +200,9 @@ class TaskRun(WithGuard):
         finally:
             try:
                 self.lease.release()
+            except LockLost:
+                if exc is None and not told:
+                    raise  # lost unnoticed inside the block: say so, once
             except RedistateError:
                 if exc is None:
                     raise  # the block's own error matters more than a failed release

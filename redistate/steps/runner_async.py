@@ -188,6 +188,7 @@ class AsyncTaskRun(AsyncWithGuard):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        told = self.lease._reported  # the block already heard (and maybe caught) a LockLost
         try:
             # Only errors are failures: a cancellation or exit is not recorded as one.
             if isinstance(exc, Exception) and not isinstance(exc, LockLost):
@@ -200,6 +201,9 @@ class AsyncTaskRun(AsyncWithGuard):
         finally:
             try:
                 await self.lease.release()
+            except LockLost:
+                if exc is None and not told:
+                    raise  # lost unnoticed inside the block: say so, once
             except RedistateError:
                 if exc is None:
                     raise  # the block's own error matters more than a failed release
