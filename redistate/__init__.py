@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .core.errors import (
     CodecError,
     ConflictError,
+    ForkedStore,
     IntegrityError,
     InvalidId,
     LockError,
@@ -92,6 +93,7 @@ __all__ = [
     # errors
     "CodecError",
     "ConflictError",
+    "ForkedStore",
     "IntegrityError",
     "InvalidId",
     "LockError",

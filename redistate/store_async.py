@@ -15,6 +15,7 @@ from .adapters.langgraph.threads_async import AsyncGraph
 from .admin.admin_async import AsyncAdmin
 from .checkpoints.spec import CheckpointSpec
 from .checkpoints.tasks_async import AsyncCheckpoints
+from .core._io import AsyncWithGuard
 from .core.codec import Codec, JsonCodec
 from .core.connect_async import client_for
 from .core.connection_async import AsyncConnection
@@ -27,6 +28,7 @@ from .core.migrations import Migrations
 from .core.retry import RetryPolicy, check_timeout
 from .core.server import ServerCheck, ServerFacts
 from .core.signing import SigningKeys
+from .core.urls import shown_url
 from .events.spec import EventSpec
 from .events.stream_async import AsyncEvents
 from .leases.lease_async import AsyncLease
@@ -39,7 +41,7 @@ __all__ = ["AsyncStore"]
 MIB = 1024 * 1024
 
 
-class AsyncStore:
+class AsyncStore(AsyncWithGuard):
     """Agent state in Redis: sessions, users, named record collections and task
     checkpoints.
 
@@ -99,6 +101,12 @@ class AsyncStore:
         signing: SigningKeys | None = None,
         server_check: ServerCheck = "warn",
     ) -> None:
+        if isinstance(client, str | bytes):
+            name = type(self).__name__
+            raise TypeError(
+                f"{name}() takes a redis-py client, not a URL: for {shown_url(client)!r} "
+                f"use {name}.from_url(url) (or {name}.embedded() for an in-process store)"
+            )
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
         if codec is not None and not isinstance(codec, Codec):
@@ -294,14 +302,24 @@ class AsyncStore:
         on_lost: Callable[[AsyncLease], Any] | None = None,
     ) -> AsyncLease:
         """A fenced lease on ``name`` (not yet acquired): use ``async with``, or
-        ``acquire()``/``release()``. It guards writes to entities whose id is ``name``."""
+        ``acquire()``/``release()``. It guards writes to entities whose id is ``name``.
+
+        Where the store is asynchronous, renewal is a task on the event loop: a
+        blocking call inside the block (a sync HTTP client, ``time.sleep``) stops it,
+        and a lease blocked past its TTL is lost; the LockLost that follows says how
+        long the loop was blocked. Run blocking code in a worker thread (``to_thread``)."""
         return AsyncLease(
             self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost
         )
 
     def task(self, task_id: str, ttl: float = 30, wait: float | None = None) -> AsyncTaskRun:
         """Run a task as its only owner: ``async with store.task("t1") as run``.
-        Takes the lease, restores the state, guards every save (see AsyncTaskRun)."""
+        Takes the lease, restores the state, guards every save (see AsyncTaskRun).
+
+        Where the store is asynchronous, the lease is renewed by a task on the event
+        loop: a blocking tool call in the block stops the renewal, and past ``ttl`` the
+        lease is lost (the LockLost names the blocked loop). Run blocking tools in a
+        worker thread (``to_thread``)."""
         return AsyncTaskRun(self, task_id, ttl=ttl, wait=wait)
 
     async def aclose(self) -> None:

@@ -215,3 +215,16 @@ def test_concurrent_threads_lose_nothing(backend: Backend, namespace: str) -> No
     u, s = store.users.get("u"), store.sessions.get("s")
     assert u is not None and len(u.data) == 100
     assert s is not None and s.data["n"] == 100
+
+
+async def test_a_plain_with_on_async_objects_says_async_with() -> None:
+    """Leases, task runs and the store of an AsyncStore are async context managers:
+    ``with`` (not ``async with``) is refused with the fix in the message."""
+    store = AsyncStore.embedded()
+    for target in (store.lock("t1"), store.task("t1"), store):
+        refused = pytest.raises(TypeError, match="use 'async with', not 'with'")
+        with refused, target:
+            pytest.fail("entered")
+    async with store.lock("t1") as lease:  # the right way still works
+        assert lease.held
+    await store.aclose()

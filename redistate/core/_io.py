@@ -12,12 +12,14 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import LockLost
 
 __all__ = [
+    "AsyncWithGuard",
     "AwaitableInSync",
+    "WithGuard",
     "async_confirm",
     "async_event",
     "async_initialize",
@@ -29,6 +31,7 @@ __all__ = [
     "async_resolve",
     "async_sleep",
     "async_spawn",
+    "async_stalled",
     "async_wait",
     "sync_confirm",
     "sync_event",
@@ -41,6 +44,7 @@ __all__ = [
     "sync_resolve",
     "sync_sleep",
     "sync_spawn",
+    "sync_stalled",
     "sync_wait",
 ]
 
@@ -77,6 +81,28 @@ def sync_resolve(value: Awaitable[Any]) -> Any:
     if callable(close):
         close()  # a coroutine that is never awaited would warn at garbage collection
     raise AwaitableInSync("the function returned an awaitable: use AsyncStore for async functions")
+
+
+# -- `with` on what needs `async with` ------------------------------------------------
+
+
+class AsyncWithGuard:
+    """Base of the async context managers (AsyncStore, its leases and task runs): a
+    plain ``with`` gets a TypeError that says what to write instead."""
+
+    def __enter__(self) -> NoReturn:
+        name = type(self).__name__
+        raise TypeError(
+            f"{name} is asynchronous: use 'async with', not 'with' (inside an async "
+            f"function); for a plain 'with', use redistate.Store instead of AsyncStore"
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        return None  # never reached: __enter__ raised
+
+
+class WithGuard:
+    """The sync twin's base: its classes are plain context managers."""
 
 
 # -- background renewal: an asyncio task, or a daemon thread in the sync twin ---------
@@ -177,31 +203,50 @@ def sync_initialize(client: Any, lock: threading.Lock) -> None:
 # AsyncLease (or the other way round); `_overdue` is plain code in both flavours.
 
 
+def async_stalled(seconds: float) -> str:
+    """Why an asyncio renewal task did not run for ``seconds`` past its time."""
+    return (
+        f"the event loop was blocked for {seconds:.1f} s, past the renewal time (a "
+        f"blocking call in async code? run it with asyncio.to_thread)"
+    )
+
+
+def sync_stalled(seconds: float) -> str:
+    return (
+        f"the renewal thread did not run for {seconds:.1f} s past its time (was the "
+        f"process paused: SIGSTOP, a long GC, a suspended machine?)"
+    )
+
+
 async def async_confirm(lease: Any) -> None:
     """Raise LockLost if ``lease`` is lost, not held or past its local deadline; the
     first to find it so marks it lost (its ``on_lost`` runs)."""
     problem = lease._overdue()
     if problem is not None:
-        await async_lost(lease)
+        await async_lost(lease, lease._lateness())
+        lease._reported = True  # the caller hears it now: leaving the block won't repeat it
         raise LockLost(problem)
 
 
 def sync_confirm(lease: Any) -> None:
     problem = lease._overdue()
     if problem is not None:
-        sync_lost(lease)
+        sync_lost(lease, lease._lateness())
+        lease._reported = True
         raise LockLost(problem)
 
 
-async def async_lost(lease: Any) -> None:
-    """Mark ``lease`` lost for good and run its ``on_lost`` once."""
-    marked = lease._mark_lost()
+async def async_lost(lease: Any, why: str | None = None) -> None:
+    """Mark ``lease`` lost for good (``why``: what happened, if first to say) and run
+    its ``on_lost`` once."""
+    marked = lease._mark_lost(why)
     if inspect.isawaitable(marked):
         await marked
 
 
-def sync_lost(lease: Any) -> None:
-    marked = lease._mark_lost()
+def sync_lost(lease: Any, why: str | None = None) -> None:
+    marked = lease._mark_lost(why)
     if inspect.iscoroutine(marked):  # an AsyncLease guarding a sync store's write:
         marked.close()  # its on_lost needs its own loop; the flag is set at least
+        lease._why = lease._why or why
         lease.lost.set()

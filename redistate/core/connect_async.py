@@ -6,13 +6,25 @@ from typing import Any, cast
 
 from redis import exceptions as rex
 from redis.asyncio import Redis
+from redis.asyncio import cluster as cluster_module
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import Connection as PlainConnection
+from redis.asyncio.connection import (
+    ConnectionPool,
+    SSLConnection,
+    UnixDomainSocketConnection,
+)
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import (
+    Sentinel,
+    SentinelManagedConnection,
+    SentinelManagedSSLConnection,
+)
 from redis.backoff import NoBackoff
 
 from ._translate import first_contact, translate
-from .urls import parse_url
+from .options import check_options, init_names, named
+from .urls import Target, parse_url
 
 __all__ = ["client_for"]
 
@@ -27,6 +39,7 @@ def client_for(
     redis-py's own retries are off (the store retries). ``options`` go to redis-py.
     """
     target = parse_url(url)
+    accepted_options(target, options)
     timeouts: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     credentials: dict[str, Any] = {"username": target.username, "password": target.password}
     # What the caller passes wins over what the URL and the defaults say.
@@ -55,3 +68,31 @@ def client_for(
     }
     primary = sentinel.master_for(target.service, **merged)
     return cast("Redis", primary), list(sentinel.sentinels)
+
+
+def accepted_options(target: Target, options: dict[str, Any]) -> None:
+    """Refuse at once a keyword argument the client ``target`` needs would not take.
+
+    Raises:
+        TypeError: naming the argument, before any client is built.
+    """
+    given = options.get("connection_class")
+    chosen = given if isinstance(given, type) else None
+    if target.kind == "standalone":
+        scheme = target.url.partition("://")[0].lower()
+        default = {"rediss": SSLConnection, "unix": UnixDomainSocketConnection}
+        connection = chosen or default.get(scheme, PlainConnection)
+        accepted = named(Redis.from_url)[0] | init_names(ConnectionPool)
+        check_options(options, accepted | init_names(connection), "Redis.from_url")
+    elif target.kind == "cluster":
+        # The sync RedisCluster drops what its nodes' clients do not take, silently.
+        extra = set(getattr(cluster_module, "REDIS_ALLOWED_KEYS", ()))
+        check_options(options, init_names(RedisCluster) | extra, "RedisCluster")
+    else:
+        ssl = target.tls or bool(options.get("ssl"))
+        tls = SentinelManagedSSLConnection if ssl else SentinelManagedConnection
+        accepted = named(Sentinel.master_for)[0] | init_names(ConnectionPool)
+        # What SentinelConnectionPool pops before its connections see the rest.
+        accepted |= {"ssl", "is_master", "check_connection", "sentinel_kwargs"}
+        accepted |= init_names(chosen or tls) - {"connection_pool"}
+        check_options(options, accepted, "Sentinel.master_for")

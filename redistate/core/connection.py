@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast, overload
 
@@ -33,7 +35,7 @@ from ._translate import (
 )
 from .durability import DEFAULT as DEFAULT_DURABILITY
 from .durability import Durability, check_durability, check_replica_timeout
-from .errors import LockLost, NotReplicated, RedistateError
+from .errors import ForkedStore, LockLost, NotReplicated, RedistateError
 from .retry import RetryPolicy, is_transient, refused
 from .scripts import Parsed, Reply, Script, script
 from .server import (
@@ -74,6 +76,21 @@ _RELOADS = 5
 
 # try/except rather than a context manager: free on the happy path, which is every call.
 
+# Embedded (fakeredis) connections of this process. Their data live in this process's
+# memory: a forked child writing to its copy loses every write without a word. After a
+# fork the child's copies are marked unready, so their next call goes to _ready (the
+# hot path pays nothing more), which refuses it.
+_EMBEDDED: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    for conn in list(_EMBEDDED):
+        conn._unready = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
 
 class Connection:
     """A redis-py client (standalone, Sentinel master or Cluster), the scripts it runs
@@ -85,12 +102,14 @@ class Connection:
     """
 
     __slots__ = (
+        "__weakref__",
         "_check",
         "_check_lock",
         "_checked",
         "_embedded",
         "_lock",
         "_nodes",
+        "_pid",
         "_probed",
         "_replicas",
         "_too_long",
@@ -153,6 +172,9 @@ class Connection:
         self._checked = False
         # Until the first contact succeeds (see _ready) every call goes there first.
         self._unready = not self._embedded
+        self._pid = os.getpid()  # the process the embedded data belong to
+        if self._embedded:
+            _EMBEDDED.add(self)
         self._probed = False  # see _diagnose
         self._lock = sync_lock()
         self._check_lock = sync_lock()
@@ -190,7 +212,16 @@ class Connection:
         listens at the address; a TLS certificate failure; no startup node answers):
         while ``_unready``, _recover asks first_contact. Until it succeeds every command
         comes here first; after, a refused connection is transient (a restarting
-        server), and the hot path pays one attribute test."""
+        server), and the hot path pays one attribute test. An embedded store gets here
+        only in a process forked after it was made (see _forked), and is refused."""
+        if self._embedded:
+            raise ForkedStore(
+                f"this embedded store (in-process fakeredis) was made in process "
+                f"{self._pid} and used in its forked child {os.getpid()}: its data "
+                f"live in the parent's memory, so a write here would be lost without a "
+                f"word; nothing was sent. Make the store in the child, or share state "
+                f"through a server: Store.from_url('redis://host:port/0')"
+            )
         try:
             if isinstance(self.client, RedisCluster):
                 sync_initialize(self.client, self._lock)
@@ -380,10 +411,15 @@ class Connection:
         except ERRORS as exc:
             try:
                 return self._recover(exc, call, started, budget, "evalsha")
-            except LockLost:
-                if lease is not None:  # the first to learn it: guarded writes stop now
-                    sync_lost(lease)
-                raise
+            except LockLost as refused:
+                if lease is None:
+                    raise
+                # The first to learn it: guarded writes stop now, and the message says
+                # what happened to the lease (the reply names the holder's fence).
+                explain = getattr(lease, "_refused", None)
+                message = explain(str(refused)) if callable(explain) else str(refused)
+                sync_lost(lease)
+                raise LockLost(message) from refused.__cause__  # the server's reply
 
     def _evalsha_wait(
         self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, wait_ms: int

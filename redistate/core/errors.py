@@ -7,6 +7,7 @@ from typing import Any
 __all__ = [
     "CodecError",
     "ConflictError",
+    "ForkedStore",
     "IntegrityError",
     "InvalidId",
     "LockError",
@@ -110,6 +111,12 @@ class CodecError(RedistateError, TypeError):
 
 class StoreUnavailable(RedistateError):
     """The server could not be reached or did not answer in time."""
+
+
+class ForkedStore(RedistateError):
+    """An embedded store (``Store.embedded()``) used in a process forked after it was
+    made: its data are in the parent's memory, so the child's writes would be lost.
+    Nothing was sent; use a server URL to share state between processes."""
 
 
 class StoreFull(RedistateError):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
 
-__all__ = ["Target", "parse_url"]
+__all__ = ["Target", "parse_url", "shown_url"]
 
 Kind = Literal["standalone", "cluster", "sentinel"]
 _SCHEMES: dict[str, tuple[Kind, bool]] = {
@@ -53,6 +53,12 @@ def _shown(url: str) -> str:
     if at and ":" in userinfo:
         netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
     return f"{scheme}{sep}{netloc}{slash}{path}"
+
+
+def shown_url(url: str | bytes) -> str:
+    """``url`` for an error message, its password masked."""
+    text = url.decode("utf-8", "replace") if isinstance(url, bytes) else url
+    return _shown(text)
 
 
 def _host_port(text: str, url: str) -> tuple[str, int]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core._io import (
     AsyncEvent,
+    AsyncWithGuard,
     async_confirm,
     async_event,
     async_finish,
@@ -18,6 +19,7 @@ from ..core._io import (
     async_resolve,
     async_sleep,
     async_spawn,
+    async_stalled,
     async_wait,
 )
 from ..core.connection_async import AsyncConnection
@@ -36,8 +38,12 @@ from .spec import (
     LockReleaseReply,
     check_lease_ttl,
     check_wait,
+    holder_fence,
     lease_value,
+    lost_message,
     new_token,
+    refusal,
+    taken_or_expired,
     valid_until,
     wait_budget,
 )
@@ -50,17 +56,18 @@ _EXTEND = script("lock_extend").replying(LockExtendReply.parse)
 _ABANDON = script("lock_abandon").replying(LockAbandonReply.parse)
 
 
-class AsyncLease:
+class AsyncLease(AsyncWithGuard):
     """A fenced lock on ``name``: ``async with store.lock("t1") as lease: ...``.
 
     ``lease.fence`` strictly increases per name across holders, expiry, deletion,
-    restarts and failovers. With ``renew=True`` a background task extends the lease
-    every ttl/3. The lease keeps a local deadline (when the last acquire or extend was
-    sent, plus the TTL, less a drift margin): once it has passed, or a renewal fails,
-    or any guarded write is refused with LockLost, ``lease.lost`` is set, ``on_lost``
-    runs, guarded writes raise LockLost without sending anything and ``run.step``
-    calls no function. Under ``durability="replicated"`` acquire and extend wait for a
-    replica like writes do.
+    restarts and failovers; it stays readable after release (what the lease held, for
+    logs), while ``lease.held`` says whether it is held now. With ``renew=True`` a
+    background task extends the lease every ttl/3. The lease keeps a local deadline
+    (when the last acquire or extend was sent, plus the TTL, less a drift margin): once
+    it has passed, or a renewal fails, or any guarded write is refused with LockLost,
+    ``lease.lost`` is set, ``on_lost`` runs, guarded writes raise LockLost without
+    sending anything and ``run.step`` calls no function. Under
+    ``durability="replicated"`` acquire and extend wait for a replica like writes do.
     """
 
     def __init__(
@@ -96,11 +103,25 @@ class AsyncLease:
         self._budget: float | None = None
         self._valid_until: float | None = None  # the local deadline, while held
         self._renewed = 0.0  # when the last successful acquire/extend was sent
+        # Released (or refused at release): ``fence`` stays, for logs; ``value`` goes.
+        self._released = False
+        self._why: str | None = None  # what happened, once lost (for every LockLost)
+        self._reported = False  # a LockLost about it reached the caller
+        self._renewing: float | None = None  # when the renewal in flight was sent
+
+    @property
+    def held(self) -> bool:
+        """Acquired, not released and not known lost (``remaining`` says for how long
+        by the local clock)."""
+        return self.value is not None and self._valid_until is not None and not self.lost.is_set()
 
     @property
     def value(self) -> str | None:
-        """The lock key's value while this lease holds it (None before acquire)."""
-        return None if self.fence is None else lease_value(self.token, self.fence)
+        """The lock key's value while this lease holds it (None before acquire and
+        after release; a lost lease keeps it until released)."""
+        if self.fence is None or self._released:
+            return None
+        return lease_value(self.token, self.fence)
 
     @property
     def remaining(self) -> float:
@@ -114,17 +135,46 @@ class AsyncLease:
         """Why a guarded write must not be sent now (lost, not held, or past the
         local deadline), or None. Pure: see redistate.core._io.async_confirm."""
         if self.lost.is_set():
-            return f"lease {self.name!r} (fence {self.fence}) was lost"
+            what = self._why or "was refused by the server"
+            return lost_message(self.name, self.fence, f"was lost: it {what}", self.key)
         if self._valid_until is None:
-            return f"lease {self.name!r} is not held"
-        late = time.monotonic() - self._valid_until
+            since = "released" if self._released else "never acquired"
+            return f"lease {self.name!r} is not held ({since}): acquire it first"
+        late = self._lateness()
+        return None if late is None else lost_message(self.name, self.fence, late, self.key)
+
+    def _lateness(self) -> str | None:
+        """How the lease ran past its local deadline, or None while it has not."""
+        if self._valid_until is None:
+            return None
+        now = time.monotonic()
+        late = now - self._valid_until
         if late < 0:
             return None
+        if not self.renew:
+            why = "renew=False and no extend() in time"
+        elif self._renewing is not None:
+            why = f"its renewal, sent {now - self._renewing:.1f} s ago, has had no reply"
+        else:  # the renewal was due a third of the TTL after the last one and never ran
+            why = async_stalled(now - (self._renewed + self.ttl_ms / 3000))
         return (
-            f"lease {self.name!r} (fence {self.fence}) ran past its deadline {late:.3f} s "
-            f"ago with no renewal since (ttl {self.ttl_ms} ms): another owner may hold "
-            f"it; nothing was sent"
+            f"ran past its deadline {late:.3f} s ago with no renewal since (ttl "
+            f"{self.ttl_ms} ms): {why}; another owner may hold it now, nothing was sent"
         )
+
+    def _refused(self, reply: str) -> str:
+        """The LockLost message of a guarded write the server refused (its RSLOCKLOST
+        ``reply``); the lease is lost for that reason. Plain code in both flavours."""
+        self._why = self._why or refusal(reply, self.fence)
+        self._reported = True
+        return lost_message(self.name, self.fence, f"{self._why}; nothing was written", self.key)
+
+    async def _holder(self) -> str:
+        """What became of the lease, read from its lock key (after a refusal)."""
+        try:
+            return taken_or_expired(holder_fence(await self._conn.get(self.key)))
+        except RedistateError:
+            return "expired or was taken over (the lock key could not be read)"
 
     async def acquire(self) -> AsyncLease:
         """Take the lease, waiting (woken by the holder's release, never polling) at most
@@ -133,11 +183,12 @@ class AsyncLease:
         Raises:
             LockTimeout: not acquired before the deadline.
         """
-        if self.fence is not None:
+        if self.value is not None:
             raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
         if self._used:  # a lease object taken again: a fresh token and fresh events
             self.token = new_token()
             self.lost, self._stop = async_event(), async_event()
+            self._why, self._reported = None, False
         self._used = True
         deadline = None if self.wait is None else time.monotonic() + self.wait
         while True:
@@ -154,7 +205,7 @@ class AsyncLease:
                 await self._abandon()
                 raise
             if reply.acquired:
-                self.fence = reply.fence
+                self.fence, self._released = reply.fence, False
                 self._valid_until = valid_until(sent, max(reply.ttl_ms, 0))
                 self._renewed = sent
                 if self.renew:
@@ -199,11 +250,15 @@ class AsyncLease:
         await async_confirm(self)
         self.ttl_ms = ttl_ms  # renewal keeps the new ttl
         if not await self._extend(ttl_ms):
-            await self._mark_lost()
-            raise LockLost(f"lease {self.name!r} (fence {self.fence}) is no longer held")
+            await self._mark_lost(await self._holder())
+            self._reported = True
+            raise LockLost(
+                lost_message(self.name, self.fence, f"is no longer held: {self._why}", self.key)
+            )
 
     async def _extend(self, ttl_ms: int) -> bool:
         if self.value is None:
+            self._reported = True
             raise LockLost(f"lease {self.name!r} is not held")
         # Retries stop at a third of the lease: a renewal that cannot get through by
         # then reports the lease lost while it still has time left, not after expiry.
@@ -233,13 +288,16 @@ class AsyncLease:
         self._renewer = None
         self._valid_until = None
         if value is None:
+            self._reported = True
             raise LockLost(f"lease {self.name!r} is not held")
         args = LockReleaseArgs(value, self._conn.memory_ms).argv()
         released = await self._conn.script(_RELEASE, (self.key, self._wake, self._writes), args)
-        self.fence = None
+        self._released = True
         if not released.released:
-            await self._mark_lost()
-            raise LockLost(f"lease {self.name!r} had expired or been taken over before release")
+            await self._mark_lost(await self._holder())
+            self._reported = True
+            what = f"could not be released: it {self._why}"
+            raise LockLost(lost_message(self.name, self.fence, what, self.key))
 
     async def _renew_loop(self) -> None:
         # Every ttl/3 from when the last extend was *sent*, not from its reply: the
@@ -250,18 +308,29 @@ class AsyncLease:
         ):
             if self.lost.is_set():
                 return  # a refused write or the deadline said so first
+            late = self._lateness()
+            if late is not None:  # woken past the deadline: the loop (or process) stalled
+                await self._mark_lost(late)
+                return
+            self._renewing = time.monotonic()
             try:
                 held = await self._extend(self.ttl_ms)
-            except RedistateError:
-                held = False  # unreachable or refused: cannot prove we still hold it
+                why = None if held else await self._holder()
+            except RedistateError as exc:
+                # Unreachable or refused: cannot prove we still hold it.
+                held, why = False, f"could not be renewed ({exc})"
+            finally:
+                self._renewing = None
             if not held:
-                await self._mark_lost()
+                await self._mark_lost(why)
                 return
 
-    async def _mark_lost(self) -> None:
-        """The lease is lost for good: set ``lost`` and run ``on_lost`` once."""
+    async def _mark_lost(self, why: str | None = None) -> None:
+        """The lease is lost for good (``why``: what happened, kept for every later
+        LockLost): set ``lost`` and run ``on_lost`` once."""
         if self.lost.is_set():
             return
+        self._why = self._why or why
         self.lost.set()
         if self.on_lost is None:
             return
@@ -281,8 +350,12 @@ class AsyncLease:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        told = self._reported  # the block already heard (and maybe caught) a LockLost
         try:
             await self.release()
+        except LockLost:
+            if exc is None and not told:
+                raise  # lost unnoticed inside the block: say so, once
         except RedistateError:
             if exc is None:
                 raise  # the block's own error matters more than a failed release

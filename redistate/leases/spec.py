@@ -30,6 +30,9 @@ __all__ = [
     "LockReleaseReply",
     "holder_fence",
     "lease_value",
+    "lost_message",
+    "refusal",
+    "taken_or_expired",
     "new_token",
     "valid_until",
     "wait_budget",
@@ -177,6 +180,35 @@ def valid_until(sent: float, ttl_ms: int) -> float:
     return sent + ttl - ttl * DRIFT - DRIFT_FIXED
 
 
+def lost_message(name: str, fence: int | None, what: str, key: str) -> str:
+    """A LockLost message: which lease, what happened, what to do."""
+    return (
+        f"lease {name!r} (fence {fence}) {what}. Its writes are refused: stop the work on "
+        f"{name!r} it guarded, or take the lease again to go on under a new fence (lock "
+        f"key {key!r})"
+    )
+
+
+def taken_or_expired(holder: int | None) -> str:
+    """What became of a lease whose lock key holds ``holder``'s fence (None: nothing)."""
+    if holder is None:
+        return "expired before it was renewed (its lock key is gone)"
+    return f"was taken over by fence {holder}"
+
+
+def refusal(reply: str, fence: int | None) -> str:
+    """What a guarded write's ``RSLOCKLOST <lock key> <holder fence|free|other>`` reply
+    says happened to the lease of ``fence``."""
+    holder = reply.partition(" (at ")[0].rpartition(" ")[2]
+    if holder == str(fence):  # the same fence, another token: not this acquisition
+        return "was taken over (its lock key holds another token)"
+    if holder.isdigit():
+        return taken_or_expired(int(holder))
+    if holder == "free":
+        return taken_or_expired(None)
+    return "was taken over (its lock key holds another value)"
+
+
 def new_token() -> str:
     """128 random bits, hex: what identifies one acquisition."""
     return secrets.token_hex(16)
@@ -247,9 +279,11 @@ def guard_args(lease: Any, entity_id: str, lock_key: str) -> Guard:
         raise ValueError(f"lease {name!r} guards entities named {name!r}, not {entity_id!r}")
     if getattr(lease, "key", None) != lock_key:
         raise ValueError(f"lease on {lease.key!r} belongs to another namespace than {lock_key!r}")
-    if lease.lost.is_set():
-        raise LockLost(f"lease {name!r} (fence {lease.fence}) was lost")
     value = lease.value
-    if value is None:
-        raise LockLost(f"lease {name!r} is not held")
+    if lease.lost.is_set() or value is None:
+        overdue = getattr(lease, "_overdue", None)
+        problem = overdue() if callable(overdue) else None
+        if hasattr(lease, "_reported"):
+            lease._reported = True  # the caller has heard it: exit does not raise again
+        raise LockLost(problem or f"lease {name!r} is not held")
     return Guard(lock_key, value)

@@ -31,6 +31,7 @@ from .spec import (
     RecordTouchArgs,
     RecordTouchReply,
     check_attempts,
+    check_updated,
     check_version,
     new_write_id,
     ttl_seconds,
@@ -193,7 +194,22 @@ class Collection:
         Raises:
             ConflictError: still conflicting after ``attempts`` tries.
             StateTooLarge, CodecError: as for :meth:`put`; nothing is written.
+            TypeError: ``fn`` returned None (``lambda d: d.update(...)`` does); nothing
+                is written (``put(id, None)`` stores null on purpose).
         """
+        return self._update(id, fn, ttl, attempts, lease, durability, user_fn=True)
+
+    def _update(
+        self,
+        id: str,
+        fn: Callable[[Any], Any],
+        ttl: TTL,
+        attempts: int | None,
+        lease: Any,
+        durability: Durability | None,
+        *,
+        user_fn: bool,
+    ) -> Record:
         key = self.spec.key(id)
         ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=True)
         limit = self.attempts if attempts is None else check_attempts(attempts)
@@ -204,6 +220,8 @@ class Collection:
             data = fn({} if current is None else current.data)
             if inspect.isawaitable(data):
                 data = sync_resolve(data)
+            if user_fn:  # a merge's own fallback may fold a null patch into null
+                check_updated(fn, data, key)
             try:
                 return self._put(id, key, data, expected, ttl_ms, keep, lease, replicas)
             except ConflictError:
@@ -258,12 +276,14 @@ class Collection:
         merged = self.spec.merged(id, key, reply)
         if merged is None:
             normalized = self.spec.codec.decode(payload, key.encode("utf-8"))
-            return self.update(
+            return self._update(
                 id,
                 lambda data: merge_patch(data, normalized),
-                ttl=ttl,
-                lease=lease,
-                durability=durability,
+                ttl,
+                None,
+                lease,
+                durability,
+                user_fn=False,
             )
         if merged.compact is not None:
             self._compact(key, merged.compact)

@@ -46,7 +46,34 @@ __all__ = [
     "RecordTouchArgs",
     "RecordTouchReply",
     "check_ttl",
+    "check_updated",
 ]
+
+
+def describe_function(fn: object) -> str:
+    """``fn`` as an error message names it: its qualified name and where it is defined."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return str(name)
+    return f"{name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+
+
+def check_updated(fn: object, data: Any, key: str) -> Any:
+    """``data``, the new value ``fn`` returned for an update of ``key``.
+
+    Raises:
+        TypeError: ``fn`` returned None (``lambda d: d.update(...)`` does): replacing
+            the record with null is never what such a function meant.
+    """
+    if data is None:
+        raise TypeError(
+            f"the update function {describe_function(fn)} returned None for {key!r}: it "
+            f"must return the new data (dict.update() returns None; return "
+            f"{{**d, ...}} instead); nothing was written. To store null on purpose, "
+            f"use put(id, None)"
+        )
+    return data
 
 
 class Default:

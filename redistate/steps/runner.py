@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoints.spec import Checkpoint
-from ..core._io import AwaitableInSync, sync_confirm, sync_resolve
+from ..core._io import AwaitableInSync, WithGuard, sync_confirm, sync_resolve
 from ..core.errors import CodecError, LockLost, RedistateError, StateTooLarge
 from ..records.mergepatch import merge_patch
 from .spec import Step, check_step_name
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["TaskRun"]
 
 
-class TaskRun:
+class TaskRun(WithGuard):
     """``with store.task("t1") as run``: own the task, resume its state, save
     guarded checkpoints. What most agent code should use.
 
@@ -50,7 +50,8 @@ class TaskRun:
 
     @property
     def fence(self) -> int | None:
-        """The lease's fencing number: larger than every earlier owner's."""
+        """The lease's fencing number: larger than every earlier owner's (kept after
+        the block, for logs; ``run.lease.held`` says whether it is still held)."""
         return self.lease.fence
 
     def save(
@@ -177,7 +178,9 @@ class TaskRun:
             raise
         if restored is not None:
             self.state, self.checkpoint = restored.state, restored.checkpoint
-            self.resumed, self.skipped = True, restored.skipped
+            self.skipped = restored.skipped
+        # Anything an earlier owner recorded, checkpoint or only step records, is a resume.
+        self.resumed = restored is not None or bool(self._steps)
         return self
 
     def __exit__(
@@ -186,6 +189,7 @@ class TaskRun:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        told = self.lease._reported  # the block already heard (and maybe caught) a LockLost
         try:
             # Only errors are failures: a cancellation or exit is not recorded as one.
             if isinstance(exc, Exception) and not isinstance(exc, LockLost):
@@ -196,6 +200,9 @@ class TaskRun:
         finally:
             try:
                 self.lease.release()
+            except LockLost:
+                if exc is None and not told:
+                    raise  # lost unnoticed inside the block: say so, once
             except RedistateError:
                 if exc is None:
                     raise  # the block's own error matters more than a failed release

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoints.spec import Checkpoint
-from ..core._io import AwaitableInSync, async_confirm, async_resolve
+from ..core._io import AsyncWithGuard, AwaitableInSync, async_confirm, async_resolve
 from ..core.errors import CodecError, LockLost, RedistateError, StateTooLarge
 from ..records.mergepatch import merge_patch
 from .spec import Step, check_step_name
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncTaskRun"]
 
 
-class AsyncTaskRun:
+class AsyncTaskRun(AsyncWithGuard):
     """``async with store.task("t1") as run``: own the task, resume its state, save
     guarded checkpoints. What most agent code should use.
 
@@ -49,7 +49,8 @@ class AsyncTaskRun:
 
     @property
     def fence(self) -> int | None:
-        """The lease's fencing number: larger than every earlier owner's."""
+        """The lease's fencing number: larger than every earlier owner's (kept after
+        the block, for logs; ``run.lease.held`` says whether it is still held)."""
         return self.lease.fence
 
     async def save(
@@ -176,7 +177,9 @@ class AsyncTaskRun:
             raise
         if restored is not None:
             self.state, self.checkpoint = restored.state, restored.checkpoint
-            self.resumed, self.skipped = True, restored.skipped
+            self.skipped = restored.skipped
+        # Anything an earlier owner recorded, checkpoint or only step records, is a resume.
+        self.resumed = restored is not None or bool(self._steps)
         return self
 
     async def __aexit__(
@@ -185,6 +188,7 @@ class AsyncTaskRun:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        told = self.lease._reported  # the block already heard (and maybe caught) a LockLost
         try:
             # Only errors are failures: a cancellation or exit is not recorded as one.
             if isinstance(exc, Exception) and not isinstance(exc, LockLost):
@@ -197,6 +201,9 @@ class AsyncTaskRun:
         finally:
             try:
                 await self.lease.release()
+            except LockLost:
+                if exc is None and not told:
+                    raise  # lost unnoticed inside the block: say so, once
             except RedistateError:
                 if exc is None:
                     raise  # the block's own error matters more than a failed release

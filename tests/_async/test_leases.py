@@ -27,6 +27,31 @@ async def test_acquire_and_release(store: AsyncStore, backend: Backend) -> None:
         assert again.fence is not None and again.fence > first
 
 
+async def test_a_released_lease_keeps_its_fence_and_says_it_is_not_held(
+    store: AsyncStore, backend: Backend
+) -> None:
+    lease = store.lock("t1", ttl=30)
+    assert (lease.fence, lease.held, lease.value) == (None, False, None)
+    async with lease:
+        held = lease.fence
+        assert held is not None and lease.held and lease.value is not None
+    assert lease.fence == held  # what it held, for a log line after the block
+    after: tuple[Any, ...] = (lease.held, lease.value, lease.remaining)
+    assert after == (False, None, 0.0)
+    with pytest.raises(LockLost, match="not held"):
+        await store.sessions.put("t1", {}, lease=lease)  # a released lease guards nothing
+    with pytest.raises(LockLost, match="not held"):
+        await lease.release()
+    assert backend.raw().exists(lease.key) == 0
+    async with lease:  # taken again: a new, larger fence
+        assert lease.held and lease.fence is not None and lease.fence > held
+    lost = await store.lock("t2", ttl=30, renew=False).acquire()
+    backend.raw().delete(lost.key)
+    with pytest.raises(LockLost):
+        await store.sessions.put("t2", {}, lease=lost)
+    assert not lost.held and lost.fence is not None
+
+
 async def test_a_held_lease_times_out_other_acquirers(store: AsyncStore) -> None:
     async with store.lock("t", ttl=30):
         with pytest.raises(LockTimeout, match="'t'"):
@@ -153,15 +178,14 @@ async def test_after_a_refused_save_the_next_step_calls_nothing(
     store: AsyncStore, backend: Backend
 ) -> None:
     calls: list[str] = []
-    with pytest.raises(LockLost):
-        async with store.task("t", ttl=30) as run:
-            backend.raw().delete(run.lease.key)
-            other = await store.lock("t", ttl=30, renew=False).acquire()
-            with pytest.raises(LockLost):
-                await run.save({"n": 1})
-            with pytest.raises(LockLost, match="'pay' was not run"):
-                await run.step("pay", lambda: calls.append("pay"))
-            await other.release()
+    async with store.task("t", ttl=30) as run:  # LockLost caught inside: not raised again
+        backend.raw().delete(run.lease.key)
+        other = await store.lock("t", ttl=30, renew=False).acquire()
+        with pytest.raises(LockLost):
+            await run.save({"n": 1})
+        with pytest.raises(LockLost, match="'pay' was not run"):
+            await run.step("pay", lambda: calls.append("pay"))
+        await other.release()
     assert calls == []
 
 
@@ -283,3 +307,84 @@ async def test_a_failing_on_lost_callback_does_not_break_release(
         assert await async_wait(lease.lost, 5)
         with pytest.raises(LockLost):
             await lease.release()
+
+
+# -- what a LockLost says, and that it is said once -----------------------------------
+
+
+async def test_lock_lost_says_what_happened_and_what_to_do(
+    store: AsyncStore, backend: Backend
+) -> None:
+    raw = backend.raw()
+    lease = await store.lock("t", ttl=30, renew=False).acquire()
+    raw.delete(lease.key)  # as if it had expired
+    taker = await store.lock("t", ttl=30, renew=False).acquire()
+    with pytest.raises(LockLost) as caught:
+        await store.sessions.put("t", {"n": 1}, lease=lease)
+    message = str(caught.value)
+    assert f"lease 't' (fence {lease.fence}) was taken over by fence {taker.fence}" in message
+    assert "nothing was written" in message and "take the lease again" in message
+    assert "RSLOCKLOST" not in message and lease.token not in message
+    assert taker.token not in message
+    with pytest.raises(LockLost, match=f"was lost: it was taken over by fence {taker.fence}"):
+        await store.sessions.put("t", {"n": 2}, lease=lease)  # the same story later
+    await taker.release()
+
+    gone = await store.lock("g", ttl=30, renew=False).acquire()
+    raw.delete(gone.key)  # expired, nobody took it
+    with pytest.raises(LockLost, match=r"\(fence \d+\) expired before it was renewed"):
+        await store.checkpoints.save("g", {}, lease=gone)
+    renewed = await store.lock("r", ttl=30, renew=False).acquire()
+    raw.delete(renewed.key)
+    other = await store.lock("r", ttl=30, renew=False).acquire()
+    with pytest.raises(LockLost, match=f"is no longer held: was taken over by fence {other.fence}"):
+        await renewed.extend()
+    await other.release()
+    async with store.lock("x") as done:
+        pass
+    with pytest.raises(LockLost, match=r"'x' is not held \(released\)"):
+        await store.sessions.put("x", {}, lease=done)
+    assert await store.sessions.get("t") is None and await store.sessions.get("x") is None
+
+
+async def test_a_renewal_that_finds_the_lease_taken_names_the_new_holder(
+    store: AsyncStore, backend: Backend
+) -> None:
+    lease = await store.lock("t", ttl=0.3).acquire()  # renewed every 100 ms
+    backend.raw().delete(lease.key)
+    taker = await store.lock("t", ttl=30, renew=False).acquire()
+    assert await async_wait(lease.lost, 30)  # the renewal was refused
+    with pytest.raises(LockLost, match=f"was lost: it was taken over by fence {taker.fence}"):
+        await store.sessions.put("t", {}, lease=lease)
+    with pytest.raises(LockLost, match="could not be released: it was taken over by fence"):
+        await lease.release()
+    await taker.release()
+
+
+async def test_a_lock_lost_is_raised_once(store: AsyncStore, backend: Backend) -> None:
+    raw = backend.raw()
+    # Caught inside the block: leaving it raises nothing more.
+    async with store.lock("a", ttl=30, renew=False) as lease:
+        raw.delete(lease.key)
+        with pytest.raises(LockLost):
+            await store.sessions.put("a", {}, lease=lease)
+    # Not caught: the write's own LockLost leaves the block, not a second one.
+    with pytest.raises(LockLost) as caught:
+        async with store.lock("b", ttl=30, renew=False) as lease:
+            raw.delete(lease.key)
+            await store.sessions.put("b", {}, lease=lease)
+    assert "nothing was written" in str(caught.value)  # the write's, not the exit's
+    assert not isinstance(caught.value.__cause__, LockLost)
+    # Lost without the block hearing of it: leaving the block says so, once.
+    with pytest.raises(LockLost, match="could not be released: it expired") as caught:
+        async with store.lock("c", ttl=30, renew=False) as lease:
+            raw.delete(lease.key)
+    assert caught.value.__context__ is None  # raised once, not while handling another
+    # The same for a task run.
+    async with store.task("d", ttl=30) as run:
+        raw.delete(run.lease.key)
+        with pytest.raises(LockLost):
+            await run.save({"n": 1})
+    with pytest.raises(LockLost, match="could not be released"):
+        async with store.task("e", ttl=30) as run:
+            raw.delete(run.lease.key)

@@ -358,6 +358,31 @@ async def test_update_of_a_missing_record_starts_from_empty(store: AsyncStore) -
     assert rec.data == {"n": 1}
 
 
+async def test_update_refuses_a_function_that_returns_none(
+    store: AsyncStore, backend: Backend
+) -> None:
+    """``lambda d: d.update(...)`` returns None: refused, the record untouched, the
+    function named; a deliberate null is still a put, and a null merge patch (RFC 7386
+    makes the record null) goes on working through the update fallback."""
+    before = await store.sessions.put("s", {"turn": 1})
+
+    def add_turn(data: Any) -> None:
+        data.update(turn=2)
+
+    for fn, name in ((add_turn, "add_turn"), (lambda d: d.update(turn=2), "<lambda>")):
+        with pytest.raises(TypeError, match="returned None") as caught:
+            await store.sessions.update("s", fn)
+        message = str(caught.value)
+        assert name in message and "test_records.py" in message and "put(" in message
+        assert await store.sessions.get("s") == before
+    with pytest.raises(TypeError, match="returned None"):
+        await store.sessions.update("new", lambda d: None)
+    assert await store.sessions.get("new") is None
+    assert (await store.sessions.put("null", None)).data is None
+    got = await store.sessions.get("null")
+    assert got is not None and got.data is None
+
+
 async def test_update_gives_up_after_its_bound(store: AsyncStore, backend: Backend) -> None:
     from redistate import Store
 

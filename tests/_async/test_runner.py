@@ -23,6 +23,20 @@ async def test_a_first_run_starts_empty_and_a_second_resumes(store: AsyncStore) 
         assert again.fence > first_fence
 
 
+async def test_a_task_with_only_step_records_resumes(store: AsyncStore) -> None:
+    """No checkpoint, but a recorded tool call: the next owner is resuming, and keeps
+    the fence of its run readable after the block."""
+    async with store.task("t1") as run:
+        assert run.resumed is False
+        assert await run.step("search", lambda: ["a", "b"]) == ["a", "b"]
+        fence = run.fence
+    assert run.fence == fence and fence is not None and not run.lease.held
+    assert await store.checkpoints.latest("t1") is None
+    async with store.task("t1") as again:
+        assert again.resumed is True and again.checkpoint is None and again.state == {}
+        assert await again.step("search", lambda: pytest.fail("called again")) == ["a", "b"]
+
+
 async def test_a_task_has_one_owner_at_a_time(store: AsyncStore) -> None:
     async with store.task("t1"):
         with pytest.raises(LockTimeout):

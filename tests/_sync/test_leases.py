@@ -28,6 +28,31 @@ def test_acquire_and_release(store: Store, backend: Backend) -> None:
         assert again.fence is not None and again.fence > first
 
 
+def test_a_released_lease_keeps_its_fence_and_says_it_is_not_held(
+    store: Store, backend: Backend
+) -> None:
+    lease = store.lock("t1", ttl=30)
+    assert (lease.fence, lease.held, lease.value) == (None, False, None)
+    with lease:
+        held = lease.fence
+        assert held is not None and lease.held and lease.value is not None
+    assert lease.fence == held  # what it held, for a log line after the block
+    after: tuple[Any, ...] = (lease.held, lease.value, lease.remaining)
+    assert after == (False, None, 0.0)
+    with pytest.raises(LockLost, match="not held"):
+        store.sessions.put("t1", {}, lease=lease)  # a released lease guards nothing
+    with pytest.raises(LockLost, match="not held"):
+        lease.release()
+    assert backend.raw().exists(lease.key) == 0
+    with lease:  # taken again: a new, larger fence
+        assert lease.held and lease.fence is not None and lease.fence > held
+    lost = store.lock("t2", ttl=30, renew=False).acquire()
+    backend.raw().delete(lost.key)
+    with pytest.raises(LockLost):
+        store.sessions.put("t2", {}, lease=lost)
+    assert not lost.held and lost.fence is not None
+
+
 def test_a_held_lease_times_out_other_acquirers(store: Store) -> None:
     with store.lock("t", ttl=30):
         with pytest.raises(LockTimeout, match="'t'"):
@@ -154,15 +179,14 @@ def test_after_a_refused_save_the_next_step_calls_nothing(
     store: Store, backend: Backend
 ) -> None:
     calls: list[str] = []
-    with pytest.raises(LockLost):
-        with store.task("t", ttl=30) as run:
-            backend.raw().delete(run.lease.key)
-            other = store.lock("t", ttl=30, renew=False).acquire()
-            with pytest.raises(LockLost):
-                run.save({"n": 1})
-            with pytest.raises(LockLost, match="'pay' was not run"):
-                run.step("pay", lambda: calls.append("pay"))
-            other.release()
+    with store.task("t", ttl=30) as run:  # LockLost caught inside: not raised again
+        backend.raw().delete(run.lease.key)
+        other = store.lock("t", ttl=30, renew=False).acquire()
+        with pytest.raises(LockLost):
+            run.save({"n": 1})
+        with pytest.raises(LockLost, match="'pay' was not run"):
+            run.step("pay", lambda: calls.append("pay"))
+        other.release()
     assert calls == []
 
 
@@ -284,3 +308,84 @@ def test_a_failing_on_lost_callback_does_not_break_release(
         assert sync_wait(lease.lost, 5)
         with pytest.raises(LockLost):
             lease.release()
+
+
+# -- what a LockLost says, and that it is said once -----------------------------------
+
+
+def test_lock_lost_says_what_happened_and_what_to_do(
+    store: Store, backend: Backend
+) -> None:
+    raw = backend.raw()
+    lease = store.lock("t", ttl=30, renew=False).acquire()
+    raw.delete(lease.key)  # as if it had expired
+    taker = store.lock("t", ttl=30, renew=False).acquire()
+    with pytest.raises(LockLost) as caught:
+        store.sessions.put("t", {"n": 1}, lease=lease)
+    message = str(caught.value)
+    assert f"lease 't' (fence {lease.fence}) was taken over by fence {taker.fence}" in message
+    assert "nothing was written" in message and "take the lease again" in message
+    assert "RSLOCKLOST" not in message and lease.token not in message
+    assert taker.token not in message
+    with pytest.raises(LockLost, match=f"was lost: it was taken over by fence {taker.fence}"):
+        store.sessions.put("t", {"n": 2}, lease=lease)  # the same story later
+    taker.release()
+
+    gone = store.lock("g", ttl=30, renew=False).acquire()
+    raw.delete(gone.key)  # expired, nobody took it
+    with pytest.raises(LockLost, match=r"\(fence \d+\) expired before it was renewed"):
+        store.checkpoints.save("g", {}, lease=gone)
+    renewed = store.lock("r", ttl=30, renew=False).acquire()
+    raw.delete(renewed.key)
+    other = store.lock("r", ttl=30, renew=False).acquire()
+    with pytest.raises(LockLost, match=f"is no longer held: was taken over by fence {other.fence}"):
+        renewed.extend()
+    other.release()
+    with store.lock("x") as done:
+        pass
+    with pytest.raises(LockLost, match=r"'x' is not held \(released\)"):
+        store.sessions.put("x", {}, lease=done)
+    assert store.sessions.get("t") is None and store.sessions.get("x") is None
+
+
+def test_a_renewal_that_finds_the_lease_taken_names_the_new_holder(
+    store: Store, backend: Backend
+) -> None:
+    lease = store.lock("t", ttl=0.3).acquire()  # renewed every 100 ms
+    backend.raw().delete(lease.key)
+    taker = store.lock("t", ttl=30, renew=False).acquire()
+    assert sync_wait(lease.lost, 30)  # the renewal was refused
+    with pytest.raises(LockLost, match=f"was lost: it was taken over by fence {taker.fence}"):
+        store.sessions.put("t", {}, lease=lease)
+    with pytest.raises(LockLost, match="could not be released: it was taken over by fence"):
+        lease.release()
+    taker.release()
+
+
+def test_a_lock_lost_is_raised_once(store: Store, backend: Backend) -> None:
+    raw = backend.raw()
+    # Caught inside the block: leaving it raises nothing more.
+    with store.lock("a", ttl=30, renew=False) as lease:
+        raw.delete(lease.key)
+        with pytest.raises(LockLost):
+            store.sessions.put("a", {}, lease=lease)
+    # Not caught: the write's own LockLost leaves the block, not a second one.
+    with pytest.raises(LockLost) as caught:
+        with store.lock("b", ttl=30, renew=False) as lease:
+            raw.delete(lease.key)
+            store.sessions.put("b", {}, lease=lease)
+    assert "nothing was written" in str(caught.value)  # the write's, not the exit's
+    assert not isinstance(caught.value.__cause__, LockLost)
+    # Lost without the block hearing of it: leaving the block says so, once.
+    with pytest.raises(LockLost, match="could not be released: it expired") as caught:
+        with store.lock("c", ttl=30, renew=False) as lease:
+            raw.delete(lease.key)
+    assert caught.value.__context__ is None  # raised once, not while handling another
+    # The same for a task run.
+    with store.task("d", ttl=30) as run:
+        raw.delete(run.lease.key)
+        with pytest.raises(LockLost):
+            run.save({"n": 1})
+    with pytest.raises(LockLost, match="could not be released"):
+        with store.task("e", ttl=30) as run:
+            raw.delete(run.lease.key)

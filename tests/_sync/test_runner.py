@@ -24,6 +24,20 @@ def test_a_first_run_starts_empty_and_a_second_resumes(store: Store) -> None:
         assert again.fence > first_fence
 
 
+def test_a_task_with_only_step_records_resumes(store: Store) -> None:
+    """No checkpoint, but a recorded tool call: the next owner is resuming, and keeps
+    the fence of its run readable after the block."""
+    with store.task("t1") as run:
+        assert run.resumed is False
+        assert run.step("search", lambda: ["a", "b"]) == ["a", "b"]
+        fence = run.fence
+    assert run.fence == fence and fence is not None and not run.lease.held
+    assert store.checkpoints.latest("t1") is None
+    with store.task("t1") as again:
+        assert again.resumed is True and again.checkpoint is None and again.state == {}
+        assert again.step("search", lambda: pytest.fail("called again")) == ["a", "b"]
+
+
 def test_a_task_has_one_owner_at_a_time(store: Store) -> None:
     with store.task("t1"):
         with pytest.raises(LockTimeout):

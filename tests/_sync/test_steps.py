@@ -111,16 +111,16 @@ def test_a_failure_is_recorded_and_raised_again_on_resume(store: Store) -> None:
 
 def test_a_stale_owners_result_is_refused(store: Store, backend: Backend) -> None:
     tool = Tool()
-    with pytest.raises(LockLost, match="before release"):  # the stale run's own exit
-        with store.task("t1", ttl=30) as stale:
-            stale.lease._abandon()  # as if its lease ran out while it was paused
-            with store.task("t1", ttl=30) as owner:
-                new = owner.step("search", tool, "new")
-                assert new == {"hits": ["new"], "tuple": [1, 2]}
-                with pytest.raises(LockLost):
-                    stale.step("search", tool, "old")
-                with pytest.raises(LockLost):
-                    stale.step("other", tool, "old", idempotent=False)  # its marker
+    # The stale run caught its LockLost inside: its exit does not raise it again.
+    with store.task("t1", ttl=30) as stale:
+        stale.lease._abandon()  # as if its lease ran out while it was paused
+        with store.task("t1", ttl=30) as owner:
+            new = owner.step("search", tool, "new")
+            assert new == {"hits": ["new"], "tuple": [1, 2]}
+            with pytest.raises(LockLost, match=f"taken over by fence {owner.fence}"):
+                stale.step("search", tool, "old")
+            with pytest.raises(LockLost):
+                stale.step("other", tool, "old", idempotent=False)  # its marker
     (step,) = store.checkpoints.steps("t1")
     assert step.result == {"hits": ["new"], "tuple": [1, 2]}  # the owner's, kept
     assert step.fence is not None
@@ -131,7 +131,7 @@ def test_a_lease_known_lost_never_calls_the_tool(store: Store) -> None:
     tool = Tool()
     with store.task("t1", ttl=30) as run:
         run.lease.lost.set()  # what the renewal does when an extend is refused
-        with pytest.raises(LockLost, match="was lost: step 'pay'"):
+        with pytest.raises(LockLost, match=r"'t1' .* was lost.*: step 'pay' was not run"):
             run.step("pay", tool, "card-1")
     assert tool.calls == []
 
@@ -261,13 +261,13 @@ def test_a_resent_step_record_is_reported_as_made(
 
     lost = LostReplies(store.client, "EVALSHA", between=take_over)
     try:
-        with pytest.raises(LockLost, match="before release"):  # the stale run's exit
-            with store.task("t1", ttl=30) as run:
-                lost.arm()
-                assert run.step("a", Tool(), "q") == {"hits": ["q"], "tuple": [1, 2]}
-                assert lost.lost == 1 and taken
-                with pytest.raises(LockLost):  # a new record of the stale owner: refused
-                    run.step("b", Tool(), "q")
+        # The stale run caught its LockLost inside: its exit does not raise it again.
+        with store.task("t1", ttl=30) as run:
+            lost.arm()
+            assert run.step("a", Tool(), "q") == {"hits": ["q"], "tuple": [1, 2]}
+            assert lost.lost == 1 and taken
+            with pytest.raises(LockLost):  # a new record of the stale owner: refused
+                run.step("b", Tool(), "q")
         (step,) = store.checkpoints.steps("t1")
         assert step.name == "a" and step.status == "done"
         taken[0].release()

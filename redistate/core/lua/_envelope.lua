@@ -66,10 +66,14 @@ end
 
 -- A guarded write may go ahead only while the lease's value is still the lock key's:
 -- an expired or taken-over lease never writes (fencing, checked in the same step).
+-- The reply names the holder's fence (or "free"), never a token: tokens release locks.
 local function rs_guard(lock_key, lease)
   if lease == '' then return nil end
-  if redis.call('GET', lock_key) ~= lease then
-    return redis.error_reply('RSLOCKLOST lease ' .. lease .. ' no longer holds ' .. lock_key)
+  local current = redis.call('GET', lock_key)
+  if current ~= lease then
+    local holder = 'free'
+    if current then holder = string.match(current, ',(%d+)$') or 'other' end
+    return redis.error_reply('RSLOCKLOST ' .. lock_key .. ' ' .. holder)
   end
   return nil
 end
