@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from .. import RedistateError
-from . import acl, backup, demo, doctor, events, inspection, migrate, rotate, stats  # noqa: F401
-from ._app import app, current
+from ..core.errors import RedistateError
+from ._app import app, current  # each command's module is imported when it runs (_group)
 
 __all__ = ["app", "main"]
 
