@@ -5,15 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from .adapters.agents.items import AgentItems
-from .adapters.langgraph.graph import GraphSpec
-from .adapters.langgraph.threads import Graph
-from .admin.admin import Admin
 from .checkpoints.spec import CheckpointSpec
 from .checkpoints.tasks import Checkpoints
 from .core.codec import Codec, JsonCodec
@@ -30,10 +26,16 @@ from .core.server import ServerCheck, ServerFacts
 from .core.signing import SigningKeys
 from .events.spec import EventSpec
 from .events.stream import Events
-from .leases.lease import Lease
 from .records.collection import Collection, Users
 from .records.spec import RecordSpec
-from .steps.runner import TaskRun
+
+if TYPE_CHECKING:  # imported where used: a store that never locks never loads leases
+    from .adapters.agents.items import AgentItems
+    from .adapters.langgraph.graph import GraphSpec
+    from .adapters.langgraph.threads import Graph
+    from .admin.admin import Admin
+    from .leases.lease import Lease
+    from .steps.runner import TaskRun
 
 __all__ = ["Store"]
 
@@ -248,14 +250,20 @@ class Store:
     def admin(self) -> Admin:
         """Maintenance of the namespace: export, import, rotate keys, migrate, stats
         (redistate.admin)."""
+        from .admin.admin import Admin
+
         return Admin(self, self._conn)
 
     def agent_items(self) -> AgentItems:
         """The storage of Agents SDK sessions (redistate.agents builds on it)."""
+        from .adapters.agents.items import AgentItems
+
         return AgentItems(self._conn, self.keys)
 
     def graph_threads(self, spec: GraphSpec) -> Graph:
         """The storage of LangGraph threads (redistate.langgraph builds on it)."""
+        from .adapters.langgraph.threads import Graph
+
         return Graph(self._conn, spec)
 
     def records_of(self, kind: str) -> Collection:
@@ -294,11 +302,15 @@ class Store:
     ) -> Lease:
         """A fenced lease on ``name`` (not yet acquired): use ``with``, or
         ``acquire()``/``release()``. It guards writes to entities whose id is ``name``."""
+        from .leases.lease import Lease
+
         return Lease(self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost)
 
     def task(self, task_id: str, ttl: float = 30, wait: float | None = None) -> TaskRun:
         """Run a task as its only owner: ``with store.task("t1") as run``.
         Takes the lease, restores the state, guards every save (see TaskRun)."""
+        from .steps.runner import TaskRun
+
         return TaskRun(self, task_id, ttl=ttl, wait=wait)
 
     def close(self) -> None:

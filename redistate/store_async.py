@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from .adapters.agents.items_async import AsyncAgentItems
-from .adapters.langgraph.graph import GraphSpec
-from .adapters.langgraph.threads_async import AsyncGraph
-from .admin.admin_async import AsyncAdmin
 from .checkpoints.spec import CheckpointSpec
 from .checkpoints.tasks_async import AsyncCheckpoints
 from .core.codec import Codec, JsonCodec
@@ -29,10 +25,16 @@ from .core.server import ServerCheck, ServerFacts
 from .core.signing import SigningKeys
 from .events.spec import EventSpec
 from .events.stream_async import AsyncEvents
-from .leases.lease_async import AsyncLease
 from .records.collection_async import AsyncCollection, AsyncUsers
 from .records.spec import RecordSpec
-from .steps.runner_async import AsyncTaskRun
+
+if TYPE_CHECKING:  # imported where used: a store that never locks never loads leases
+    from .adapters.agents.items_async import AsyncAgentItems
+    from .adapters.langgraph.graph import GraphSpec
+    from .adapters.langgraph.threads_async import AsyncGraph
+    from .admin.admin_async import AsyncAdmin
+    from .leases.lease_async import AsyncLease
+    from .steps.runner_async import AsyncTaskRun
 
 __all__ = ["AsyncStore"]
 
@@ -247,14 +249,20 @@ class AsyncStore:
     def admin(self) -> AsyncAdmin:
         """Maintenance of the namespace: export, import, rotate keys, migrate, stats
         (redistate.admin)."""
+        from .admin.admin_async import AsyncAdmin
+
         return AsyncAdmin(self, self._conn)
 
     def agent_items(self) -> AsyncAgentItems:
         """The storage of Agents SDK sessions (redistate.agents builds on it)."""
+        from .adapters.agents.items_async import AsyncAgentItems
+
         return AsyncAgentItems(self._conn, self.keys)
 
     def graph_threads(self, spec: GraphSpec) -> AsyncGraph:
         """The storage of LangGraph threads (redistate.langgraph builds on it)."""
+        from .adapters.langgraph.threads_async import AsyncGraph
+
         return AsyncGraph(self._conn, spec)
 
     def records_of(self, kind: str) -> AsyncCollection:
@@ -295,6 +303,8 @@ class AsyncStore:
     ) -> AsyncLease:
         """A fenced lease on ``name`` (not yet acquired): use ``async with``, or
         ``acquire()``/``release()``. It guards writes to entities whose id is ``name``."""
+        from .leases.lease_async import AsyncLease
+
         return AsyncLease(
             self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost
         )
@@ -302,6 +312,8 @@ class AsyncStore:
     def task(self, task_id: str, ttl: float = 30, wait: float | None = None) -> AsyncTaskRun:
         """Run a task as its only owner: ``async with store.task("t1") as run``.
         Takes the lease, restores the state, guards every save (see AsyncTaskRun)."""
+        from .steps.runner_async import AsyncTaskRun
+
         return AsyncTaskRun(self, task_id, ttl=ttl, wait=wait)
 
     async def aclose(self) -> None:
