@@ -16,7 +16,7 @@ import typer.core
 import typer.main
 
 from redistate import Store
-from redistate.cli._group import COMMANDS
+from redistate.cli._group import COMMANDS, PlainCommand
 from tests.servers import Server
 
 # Run as `python -m redistate.cli ARGS`, then print the modules loaded as one JSON line
@@ -131,6 +131,7 @@ def test_import_redistate_imports_neither_the_cli_nor_the_adapters() -> None:
 
 def test_commands_names_the_module_of_every_command() -> None:
     """COMMANDS, which the lazy group imports by, matches what the modules register."""
+    import redistate.cli.inspection  # noqa: F401  (registered before the group is built)
     from redistate.cli.app import app
 
     group = typer.main.get_command(app)
@@ -138,6 +139,8 @@ def test_commands_names_the_module_of_every_command() -> None:
     for name in COMMANDS:
         command = group.get_command(None, name)  # type: ignore[arg-type]
         assert command is not None and command.callback is not None, name
+        # Also when its module was imported before the group was built (in-process use).
+        assert isinstance(command, PlainCommand), name
     registered = {
         (info.name or typer.main.get_command_name(info.callback.__name__)): info.callback.__module__
         for info in app.registered_commands

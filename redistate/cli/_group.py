@@ -56,14 +56,15 @@ class LazyGroup(typer.core.TyperGroup):
                 name = info.name or typer.main.get_command_name(info.callback.__name__)
                 if name in self.commands:
                     continue
-                if info.cls in (None, typer.core.TyperCommand):  # typer's default
-                    info.cls = PlainCommand
                 self.commands[name] = typer.main.get_command_from_info(
                     info,
                     pretty_exceptions_short=app.pretty_exceptions_short,
                     rich_markup_mode=app.rich_markup_mode,
                 )
-        return super().get_command(ctx, cmd_name)
+        command = super().get_command(ctx, cmd_name)
+        if type(command) is typer.core.TyperCommand:  # typer's default class
+            command.__class__ = PlainCommand  # it only adds get_params
+        return command
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         if args and args[0] not in COMMANDS:  # a typo: typer suggests among those loaded
