@@ -2,12 +2,15 @@
 
 A command's module pulls in what its command needs (the Store, rich's live display, the
 backup codecs, ...); importing all of them made every run, ``ls`` included, pay for all
-of them. :data:`COMMANDS` names the module of each command; the help listing, which
-shows every command's docstring, imports them all.
+of them. :data:`COMMANDS` names the module of each command. The help listing shows each
+command's docstring: it reads them from the modules' source (:func:`listed`), importing a
+module only when its commands are not plainly ``@app.command`` functions.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
@@ -43,10 +46,23 @@ COMMANDS: dict[str, str] = {
 class LazyGroup(typer.core.TyperGroup):
     """A TyperGroup that imports a command's module the first time it is asked for it."""
 
+    _listing = False  # within format_help: commands not yet imported are listed from source
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
     def list_commands(self, ctx: Any) -> list[str]:
         return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if self._listing and cmd_name not in self.commands and cmd_name in COMMANDS:
+            stand_in = listed(COMMANDS[cmd_name]).get(cmd_name)
+            if stand_in is not None:
+                return stand_in
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             from ._app import app
 
@@ -74,6 +90,48 @@ class LazyGroup(typer.core.TyperGroup):
 
     def get_params(self, ctx: Any) -> list[Any]:
         return plain(super().get_params(ctx))
+
+
+@cache
+def listed(module: str) -> dict[str, typer.core.TyperCommand]:
+    """Stand-ins for the help listing of the commands ``module`` defines, read from its
+    source without running it: name and docstring, what typer's listing shows. Empty
+    when a command there is not a plain ``@app.command()`` / ``@app.command("name")``
+    (other options may change what is listed), or the source is not at hand: the
+    listing then imports the module and shows the command itself."""
+    spec = importlib.util.find_spec(f"{__package__}.{module}")
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return {}
+    try:
+        with open(spec.origin, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), spec.origin)
+    except (OSError, SyntaxError):
+        return {}
+    found: dict[str, typer.core.TyperCommand] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            if not (
+                isinstance(decorator, ast.Call)
+                and isinstance(decorator.func, ast.Attribute)
+                and isinstance(decorator.func.value, ast.Name)
+                and decorator.func.value.id == "app"
+                and decorator.func.attr == "command"
+            ):
+                continue
+            args = decorator.args
+            if decorator.keywords or len(args) > 1:
+                return {}
+            if not args:
+                name = typer.main.get_command_name(node.name)
+            elif isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+                name = args[0].value
+            else:
+                return {}
+            # typer's help is inspect.getdoc(callback); ast cleans a docstring the same way.
+            found[name] = typer.core.TyperCommand(name=name, help=ast.get_docstring(node))
+    return found
 
 
 class PlainCommand(typer.core.TyperCommand):
