@@ -183,4 +183,7 @@ def test_cli_startup_benchmark_prints_each_command_against_the_interpreter_basel
         "redistate ls (embedded)",
     ):
         assert f"\n{command} " in done.stdout, command
+    assert "Where `redistate --url URL ls` goes" in done.stdout
+    for step in ("redis-py", "+ typer", "+ redistate.store", "+ running ls", "+ the embedded"):
+        assert f"\n{step} " in done.stdout, step
     assert "judgement: `redistate --url URL ls` takes" in done.stdout
