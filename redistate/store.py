@@ -5,15 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from .adapters.agents.items import AgentItems
-from .adapters.langgraph.graph import GraphSpec
-from .adapters.langgraph.threads import Graph
-from .admin.admin import Admin
 from .checkpoints.spec import CheckpointSpec
 from .checkpoints.tasks import Checkpoints
 from .core._io import WithGuard
@@ -32,10 +28,16 @@ from .core.signing import SigningKeys
 from .core.urls import shown_url
 from .events.spec import EventSpec
 from .events.stream import Events
-from .leases.lease import Lease
 from .records.collection import Collection, Users
 from .records.spec import RecordSpec
-from .steps.runner import TaskRun
+
+if TYPE_CHECKING:  # imported where used: a store that never locks never loads leases
+    from .adapters.agents.items import AgentItems
+    from .adapters.langgraph.graph import GraphSpec
+    from .adapters.langgraph.threads import Graph
+    from .admin.admin import Admin
+    from .leases.lease import Lease
+    from .steps.runner import TaskRun
 
 __all__ = ["Store"]
 
@@ -256,14 +258,20 @@ class Store(WithGuard):
     def admin(self) -> Admin:
         """Maintenance of the namespace: export, import, rotate keys, migrate, stats
         (redistate.admin)."""
+        from .admin.admin import Admin
+
         return Admin(self, self._conn)
 
     def agent_items(self) -> AgentItems:
         """The storage of Agents SDK sessions (redistate.agents builds on it)."""
+        from .adapters.agents.items import AgentItems
+
         return AgentItems(self._conn, self.keys)
 
     def graph_threads(self, spec: GraphSpec) -> Graph:
         """The storage of LangGraph threads (redistate.langgraph builds on it)."""
+        from .adapters.langgraph.threads import Graph
+
         return Graph(self._conn, spec)
 
     def records_of(self, kind: str) -> Collection:
@@ -307,6 +315,9 @@ class Store(WithGuard):
         blocking call inside the block (a sync HTTP client, ``time.sleep``) stops it,
         and a lease blocked past its TTL is lost; the LockLost that follows says how
         long the loop was blocked. Run blocking code in a worker thread (``to_thread``)."""
+
+        from .leases.lease import Lease
+
         return Lease(self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost)
 
     def task(self, task_id: str, ttl: float = 30, wait: float | None = None) -> TaskRun:
@@ -317,6 +328,9 @@ class Store(WithGuard):
         loop: a blocking tool call in the block stops the renewal, and past ``ttl`` the
         lease is lost (the LockLost names the blocked loop). Run blocking tools in a
         worker thread (``to_thread``)."""
+
+        from .steps.runner import TaskRun
+
         return TaskRun(self, task_id, ttl=ttl, wait=wait)
 
     def close(self) -> None:

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from .adapters.agents.items_async import AsyncAgentItems
-from .adapters.langgraph.graph import GraphSpec
-from .adapters.langgraph.threads_async import AsyncGraph
-from .admin.admin_async import AsyncAdmin
 from .checkpoints.spec import CheckpointSpec
 from .checkpoints.tasks_async import AsyncCheckpoints
 from .core._io import AsyncWithGuard
@@ -31,10 +27,16 @@ from .core.signing import SigningKeys
 from .core.urls import shown_url
 from .events.spec import EventSpec
 from .events.stream_async import AsyncEvents
-from .leases.lease_async import AsyncLease
 from .records.collection_async import AsyncCollection, AsyncUsers
 from .records.spec import RecordSpec
-from .steps.runner_async import AsyncTaskRun
+
+if TYPE_CHECKING:  # imported where used: a store that never locks never loads leases
+    from .adapters.agents.items_async import AsyncAgentItems
+    from .adapters.langgraph.graph import GraphSpec
+    from .adapters.langgraph.threads_async import AsyncGraph
+    from .admin.admin_async import AsyncAdmin
+    from .leases.lease_async import AsyncLease
+    from .steps.runner_async import AsyncTaskRun
 
 __all__ = ["AsyncStore"]
 
@@ -255,14 +257,20 @@ class AsyncStore(AsyncWithGuard):
     def admin(self) -> AsyncAdmin:
         """Maintenance of the namespace: export, import, rotate keys, migrate, stats
         (redistate.admin)."""
+        from .admin.admin_async import AsyncAdmin
+
         return AsyncAdmin(self, self._conn)
 
     def agent_items(self) -> AsyncAgentItems:
         """The storage of Agents SDK sessions (redistate.agents builds on it)."""
+        from .adapters.agents.items_async import AsyncAgentItems
+
         return AsyncAgentItems(self._conn, self.keys)
 
     def graph_threads(self, spec: GraphSpec) -> AsyncGraph:
         """The storage of LangGraph threads (redistate.langgraph builds on it)."""
+        from .adapters.langgraph.threads_async import AsyncGraph
+
         return AsyncGraph(self._conn, spec)
 
     def records_of(self, kind: str) -> AsyncCollection:
@@ -308,6 +316,9 @@ class AsyncStore(AsyncWithGuard):
         blocking call inside the block (a sync HTTP client, ``time.sleep``) stops it,
         and a lease blocked past its TTL is lost; the LockLost that follows says how
         long the loop was blocked. Run blocking code in a worker thread (``to_thread``)."""
+
+        from .leases.lease_async import AsyncLease
+
         return AsyncLease(
             self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost
         )
@@ -320,6 +331,9 @@ class AsyncStore(AsyncWithGuard):
         loop: a blocking tool call in the block stops the renewal, and past ``ttl`` the
         lease is lost (the LockLost names the blocked loop). Run blocking tools in a
         worker thread (``to_thread``)."""
+
+        from .steps.runner_async import AsyncTaskRun
+
         return AsyncTaskRun(self, task_id, ttl=ttl, wait=wait)
 
     async def aclose(self) -> None:

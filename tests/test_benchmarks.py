@@ -167,3 +167,23 @@ def test_steps_benchmark_runs_and_keeps_its_round_trips() -> None:
     done = bench("steps.py", "--quick")
     assert "run.step vs calling the tool directly" in done.stdout
     assert "judgement: an idempotent step adds" in done.stdout
+
+
+def test_cli_startup_benchmark_prints_each_command_against_the_interpreter_baseline() -> None:
+    """benchmarks/cli_startup.py --quick: a row per command, the baseline and redis-py's
+    import among them (times are printed, never judged)."""
+    done = bench("cli_startup.py", "--quick")
+    assert "CLI start-up: wall time per command" in done.stdout
+    for command in (
+        "python -c pass",
+        'python -c "import redis"',
+        "redistate --help",
+        "redistate demo --help",
+        "redistate --url URL ls",
+        "redistate ls (embedded)",
+    ):
+        assert f"\n{command} " in done.stdout, command
+    assert "Where `redistate --url URL ls` goes" in done.stdout
+    for step in ("redis-py", "+ typer", "+ redistate.store", "+ running ls", "+ the embedded"):
+        assert f"\n{step} " in done.stdout, step
+    assert "judgement: `redistate --url URL ls` takes" in done.stdout

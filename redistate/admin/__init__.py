@@ -1,21 +1,29 @@
 """Maintenance of a namespace as a library: ``store.admin`` (redistate.admin.Admin, or
 AsyncAdmin for an AsyncStore) exports, imports, rotates keys, migrates and counts every
 kind of stored data the registry (redistate.core.kinds) declares. ``redistate``'s commands
-call these and print the reports."""
+call these and print the reports.
+
+Names are imported when first used: ``redistate ls`` reads ``admin.stats`` and needs none
+of the backup machinery.
+"""
 
 from __future__ import annotations
 
-from .admin import Admin
-from .admin_async import AsyncAdmin
-from .backup_format import BadFile
-from .reports import (
-    ExportReport,
-    ImportReport,
-    KindStats,
-    MigrateReport,
-    RotateReport,
-    Scanned,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .admin import Admin
+    from .admin_async import AsyncAdmin
+    from .backup_format import BadFile
+    from .reports import (
+        ExportReport,
+        ImportReport,
+        KindStats,
+        MigrateReport,
+        RotateReport,
+        Scanned,
+    )
 
 __all__ = [
     "Admin",
@@ -28,3 +36,28 @@ __all__ = [
     "RotateReport",
     "Scanned",
 ]
+
+_LAZY = {
+    "Admin": ".admin",
+    "AsyncAdmin": ".admin_async",
+    "BadFile": ".backup_format",
+    "ExportReport": ".reports",
+    "ImportReport": ".reports",
+    "KindStats": ".reports",
+    "MigrateReport": ".reports",
+    "RotateReport": ".reports",
+    "Scanned": ".reports",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

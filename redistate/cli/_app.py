@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from .. import Store
-from ..core.server import ServerCheck
-from ._embedded import embedded_url
-from ._keys import codec_from_env, signing_from_env
+from ._group import LazyGroup
+
+if TYPE_CHECKING:
+    from .. import Store
+    from ..core.server import ServerCheck
 
 __all__ = ["Context", "app", "current"]
 
@@ -26,8 +27,14 @@ REDISTATE_SIGNING_PRIMARY or the first).
 
 DEFAULT_NAMESPACE = "redistate"
 
+# The Store, the embedded server and each command's module are imported when first used:
+# `redistate --help` or `acl` connect to nothing, and `ls` needs none of the others.
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help=HELP, pretty_exceptions_enable=False
+    cls=LazyGroup,
+    add_completion=False,
+    no_args_is_help=True,
+    help=HELP,
+    pretty_exceptions_enable=False,
 )
 
 
@@ -48,6 +55,8 @@ class Context:
     @property
     def url(self) -> str:
         if self._url is None:
+            from ._embedded import embedded_url
+
             self._url = self._stack.enter_context(embedded_url())
             # The CLI's own server, started with noeviction; its fakeredis fallback
             # answers neither CONFIG nor INFO (it would be "unknown").
@@ -57,6 +66,9 @@ class Context:
     @property
     def store(self) -> Store:
         if self._store is None:
+            from .. import Store
+            from ._keys import codec_from_env, signing_from_env
+
             codec = codec_from_env()  # before the server starts: bad keys change nothing
             signing = signing_from_env()
             url = self.url  # first: starting the embedded server sets server_check

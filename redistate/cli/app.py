@@ -5,19 +5,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .. import RedistateError
-from . import acl, backup, demo, doctor, events, inspection, migrate, rotate, stats  # noqa: F401
-from ._app import app, current
+from ..core.errors import RedistateError
+from ._app import app, current  # each command's module is imported when it runs (_group)
 
 __all__ = ["app", "main", "misplaced"]
 
 
 def main() -> None:
     """Run the app: one-line errors, exit 1 for failures (usage errors: 2)."""
-    from redis.exceptions import RedisError
-
-    from ..core._translate import translate
-
     hint = misplaced(sys.argv[1:])
     if hint is not None:
         sys.stderr.write(f"redistate: {hint}\n")
@@ -27,7 +22,9 @@ def main() -> None:
     except RedistateError as exc:
         sys.stderr.write(f"redistate: {exc}\n")
         sys.exit(1)
-    except RedisError as exc:
+    except _redis_error() as exc:  # evaluated only when an exception gets this far
+        from ..core._translate import translate
+
         context = current()
         address = "the embedded server" if context is None else context.address
         sys.stderr.write(f"redistate: {translate(exc, address)}\n")
@@ -43,6 +40,17 @@ def main() -> None:
         context = current()
         if context is not None:
             context.close()
+
+
+class _NoRedisError(Exception):
+    """Raised by nothing: what a run that never imported redis-py can fail with."""
+
+
+def _redis_error() -> type[Exception]:
+    """redis-py's RedisError, or a class nothing raises if redis-py was never imported
+    (``--help``, ``acl``): importing it only to catch it would cost ~0.2 s."""
+    exceptions = sys.modules.get("redis.exceptions")
+    return _NoRedisError if exceptions is None else exceptions.RedisError
 
 
 def misplaced(args: list[str]) -> str | None:
@@ -61,7 +69,7 @@ def misplaced(args: list[str]) -> str | None:
     while i < len(args) and args[i].startswith("-"):  # the options before the command
         name, eq, _ = args[i].partition("=")
         i += 2 if takes_value.get(name) and not eq else 1
-    if i >= len(args) or (command := group.commands.get(args[i])) is None:
+    if i >= len(args) or (command := group.get_command(None, args[i])) is None:
         return None  # no command: click's own usage error says what is wrong
     own = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
     moved: list[list[str]] = []

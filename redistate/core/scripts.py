@@ -129,7 +129,8 @@ def _files() -> dict[str, Any]:
         folder = todo.pop()
         for item in folder.iterdir():
             if item.is_dir():
-                todo.append(item)
+                if item.name != "__pycache__":
+                    todo.append(item)
             elif item.name.endswith(".lua") and folder.name == "lua":
                 name = item.name.removesuffix(".lua")
                 if name in found:
@@ -138,11 +139,19 @@ def _files() -> dict[str, Any]:
     return found
 
 
+@cache
 def _read(name: str) -> str:
     return str(_files()[name].read_text("utf-8"))
 
 
+@cache
+def _code(name: str) -> str:
+    """A Lua file without its comments."""
+    return _LUA_COMMENT.sub("", _read(name))
+
+
 _LUA_FUNCTION: Final = re.compile(r"^local function (rs_\w+)\(", re.M)
+_LUA_FUNCTION_CALL: Final = re.compile(r"\b(rs_\w+)\(")
 
 
 @cache
@@ -156,14 +165,11 @@ def _libraries() -> dict[str, tuple[str, ...]]:
     }
 
     def needs(name: str, seen: tuple[str, ...]) -> tuple[str, ...]:
-        code = _LUA_COMMENT.sub("", _read(name))
+        # Library functions are all rs_*: one scan finds every one this file calls.
+        called = frozenset(_LUA_FUNCTION_CALL.findall(_code(name)))
         out: list[str] = []
         for lib, functions in defined.items():
-            if (
-                lib != name
-                and lib not in seen
-                and any(re.search(rf"\b{f}\(", code) for f in functions)
-            ):
+            if lib != name and lib not in seen and functions & called:
                 out += [*needs(lib, (*seen, name)), lib]
         return tuple(dict.fromkeys(out))
 
@@ -186,7 +192,12 @@ def lua_commands(name: str) -> frozenset[str]:
     libraries = _libraries()
     if name not in libraries:
         raise KeyError(f"no Lua script named {name!r}")
-    return frozenset().union(*(_calls(_read(f)) for f in (*libraries[name], name)))
+    return frozenset().union(*(_file_calls(f) for f in (*libraries[name], name)))
+
+
+@cache
+def _file_calls(name: str) -> frozenset[str]:
+    return _calls(_read(name))
 
 
 def acl_commands() -> tuple[str, ...]:
