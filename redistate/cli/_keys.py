@@ -35,13 +35,15 @@ def plain_codec() -> Codec:
     """JSON, as a store without a codec has, but an encrypted value is named as such
     (with the key that sealed it: ``encrypted`` remembers it) instead of "not JSON"."""
     from ..core.codec import JsonCodec
-    from ..core.encryption import key_id
     from ..core.errors import CodecError
 
     class PlainCodec(JsonCodec):
         encrypted: str | None = None  # the key id of the first encrypted value read
 
         def decode(self, data: bytes, context: bytes = b"") -> object:
+            # Imported on the first value read: `ls` reads none (tests/test_cli_startup).
+            from ..core.encryption import key_id
+
             kid = key_id(data)
             if kid is None:
                 return super().decode(data, context)
