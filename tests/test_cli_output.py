@@ -135,6 +135,26 @@ def test_report_tables_are_readable_at_any_width(
     assert as_json["current"] == 1 and as_json["event chains not verified"] == 0
 
 
+def test_handoff_and_show_write_no_control_character_raw(
+    server_backend: Backend, namespace: str
+) -> None:
+    """A phase or a note holding a terminal's escape sequences (a title change, a clear
+    screen, an 8-bit CSI) reaches the terminal escaped; ``show`` stays valid JSON."""
+    clear, title, csi = "esc\x1b[2Jred", "go\x1b]0;pwned\x07", "c1\x9b2J del\x7f"
+    with Store(server_backend.sync_client(), namespace=namespace) as store:
+        store.checkpoints.save("t1", {"say": csi}, phase=clear, metadata={"next": title})
+        store.sessions.put("s1", {"say": csi})
+    where = ["--url", server_backend.url, "--namespace", namespace]
+    handoff = _ok(run(*where, "handoff", "t1"))
+    assert "- Phase: esc\\x1b[2Jred" in handoff and "go\\x1b]0;pwned\\x07" in handoff
+    for command in (["show", "sessions", "s1"], ["restore", "t1"]):
+        text = _ok(run(*where, *command))
+        assert json.loads(text)["data" if command[0] == "show" else "state"] == {"say": csi}
+    for text in (handoff, _ok(run(*where, "show", "sessions", "s1"))):
+        raw = [c for c in text if (ord(c) < 32 and c != "\n") or 127 <= ord(c) < 160]
+        assert raw == [], text
+
+
 def test_json_on_show_restore_handoff_and_events(odd: list[str]) -> None:
     shown = json.loads(_ok(run(*odd, "show", "sessions", "chat:fire:42", "--json")))
     assert shown["id"] == "chat:fire:42" and shown["data"] == {"say": "[red]hi[/red] :fire:"}

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from ..records.spec import ttl_seconds
 
-__all__ = ["dumps", "emit", "err", "out", "shown", "table", "ttl"]
+__all__ = ["dumps", "emit", "err", "lines", "out", "readable_json", "shown", "table", "ttl"]
 
 out = Console(emoji=False, highlight=False)
 err = Console(stderr=True, emoji=False, highlight=False)
@@ -33,6 +33,24 @@ def shown(value: Any, style: str = "") -> Text:
     """``value`` as literal text for a table cell or a line: ``-`` for None."""
     text = "-" if value is None else str(value)
     return Text(text.translate(_CONTROL), style=style)
+
+
+def lines(text: str) -> str:
+    """``text`` (markdown, say) to write as it is: its newlines kept, every other
+    control character escaped as in :func:`shown`."""
+    return "\n".join(line.translate(_CONTROL) for line in text.split("\n"))
+
+
+# json.dumps escapes C0 itself; with ensure_ascii=False DEL and C1 (U+009B is a CSI)
+# would pass raw: JSON escapes for them keep the text valid JSON.
+_JSON_CONTROL = {c: f"\\u{c:04x}" for c in range(127, 160)}
+
+
+def readable_json(value: Any) -> str:
+    """``value`` as indented JSON for people: its text as it is, no control character
+    raw."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return text.translate(_JSON_CONTROL)
 
 
 def table(title: str, columns: list[str]) -> Table:

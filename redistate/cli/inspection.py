@@ -3,7 +3,6 @@ verify."""
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from typing import Annotated, Any
@@ -17,7 +16,7 @@ from ..core.errors import IntegrityError, InvalidId
 from ..core.kinds import STEPS, TASK
 from ..leases.spec import holder_fence
 from ._app import app
-from ._output import dumps, emit, ttl
+from ._output import dumps, emit, lines, readable_json, ttl
 
 JSON_HELP = "one JSON line instead of indented JSON"
 
@@ -88,8 +87,7 @@ def _print_json(value: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(dumps(value) + "\n")
     else:
-        text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(readable_json(value) + "\n")
 
 
 @app.command()
@@ -216,7 +214,7 @@ def handoff(
     if as_json:
         sys.stdout.write(dumps({"task": task, "markdown": markdown}) + "\n")
     else:
-        sys.stdout.write(markdown)
+        sys.stdout.write(lines(markdown))  # ids, phases, notes: no raw control characters
 
 
 @app.command()

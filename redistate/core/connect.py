@@ -24,7 +24,13 @@ from redis.sentinel import (
 )
 
 from ._translate import first_contact, translate
-from .options import check_options, init_names, named
+from .options import (
+    check_options,
+    init_names,
+    named,
+    sync_from_url_reads,
+    sync_pool_reads,
+)
 from .urls import Target, parse_url
 
 __all__ = ["client_for"]
@@ -83,7 +89,8 @@ def accepted_options(target: Target, options: dict[str, Any]) -> None:
         scheme = target.url.partition("://")[0].lower()
         default = {"rediss": SSLConnection, "unix": UnixDomainSocketConnection}
         connection = chosen or default.get(scheme, PlainConnection)
-        accepted = named(Redis.from_url)[0] | init_names(ConnectionPool)
+        accepted = named(Redis.from_url)[0] | sync_from_url_reads()
+        accepted |= init_names(ConnectionPool) | sync_pool_reads()
         check_options(options, accepted | init_names(connection), "Redis.from_url")
     elif target.kind == "cluster":
         # The sync RedisCluster drops what its nodes' clients do not take, silently.
@@ -93,6 +100,7 @@ def accepted_options(target: Target, options: dict[str, Any]) -> None:
         ssl = target.tls or bool(options.get("ssl"))
         tls = SentinelManagedSSLConnection if ssl else SentinelManagedConnection
         accepted = named(Sentinel.master_for)[0] | init_names(ConnectionPool)
+        accepted |= sync_pool_reads()
         # What SentinelConnectionPool pops before its connections see the rest.
         accepted |= {"ssl", "is_master", "check_connection", "sentinel_kwargs"}
         accepted |= init_names(chosen or tls) - {"connection_pool"}

@@ -23,7 +23,13 @@ from redis.asyncio.sentinel import (
 from redis.backoff import NoBackoff
 
 from ._translate import first_contact, translate
-from .options import check_options, init_names, named
+from .options import (
+    async_from_url_reads,
+    async_pool_reads,
+    check_options,
+    init_names,
+    named,
+)
 from .urls import Target, parse_url
 
 __all__ = ["client_for"]
@@ -82,7 +88,8 @@ def accepted_options(target: Target, options: dict[str, Any]) -> None:
         scheme = target.url.partition("://")[0].lower()
         default = {"rediss": SSLConnection, "unix": UnixDomainSocketConnection}
         connection = chosen or default.get(scheme, PlainConnection)
-        accepted = named(Redis.from_url)[0] | init_names(ConnectionPool)
+        accepted = named(Redis.from_url)[0] | async_from_url_reads()
+        accepted |= init_names(ConnectionPool) | async_pool_reads()
         check_options(options, accepted | init_names(connection), "Redis.from_url")
     elif target.kind == "cluster":
         # The sync RedisCluster drops what its nodes' clients do not take, silently.
@@ -92,6 +99,7 @@ def accepted_options(target: Target, options: dict[str, Any]) -> None:
         ssl = target.tls or bool(options.get("ssl"))
         tls = SentinelManagedSSLConnection if ssl else SentinelManagedConnection
         accepted = named(Sentinel.master_for)[0] | init_names(ConnectionPool)
+        accepted |= async_pool_reads()
         # What SentinelConnectionPool pops before its connections see the rest.
         accepted |= {"ssl", "is_master", "check_connection", "sentinel_kwargs"}
         accepted |= init_names(chosen or tls) - {"connection_pool"}

@@ -12,7 +12,15 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["check_options", "init_names", "named"]
+__all__ = [
+    "async_from_url_reads",
+    "async_pool_reads",
+    "check_options",
+    "init_names",
+    "named",
+    "sync_from_url_reads",
+    "sync_pool_reads",
+]
 
 
 def named(fn: Callable[..., Any]) -> tuple[set[str], bool]:
@@ -45,6 +53,28 @@ def init_names(cls: type) -> set[str]:
         if not more:
             break
     return names
+
+
+# What redis-py takes out of ``**kwargs`` in a body, not a signature: the sync
+# Redis.from_url pops ``single_connection_client``; the sync ConnectionPool (and so
+# SentinelConnectionPool) reads ``cache`` and ``cache_config``. The asyncio flavour
+# names its own in signatures. scripts/unasync.py maps async_x onto sync_x.
+
+
+def async_from_url_reads() -> set[str]:
+    return set()
+
+
+def sync_from_url_reads() -> set[str]:
+    return {"single_connection_client"}
+
+
+def async_pool_reads() -> set[str]:
+    return set()
+
+
+def sync_pool_reads() -> set[str]:
+    return {"cache", "cache_config"}
 
 
 def check_options(options: Iterable[str], accepted: set[str], where: str) -> None:

@@ -349,6 +349,8 @@ class Lease(WithGuard):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._released and not self.lost.is_set():
+            return  # released inside the block, as asked: nothing to give back
         told = self._reported  # the block already heard (and maybe caught) a LockLost
         try:
             self.release()

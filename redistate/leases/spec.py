@@ -199,7 +199,9 @@ def taken_or_expired(holder: int | None) -> str:
 def refusal(reply: str, fence: int | None) -> str:
     """What a guarded write's ``RSLOCKLOST <lock key> <holder fence|free|other>`` reply
     says happened to the lease of ``fence``."""
-    holder = reply.partition(" (at ")[0].rpartition(" ")[2]
+    # The address is the last " (at ...)": a lease name may hold those words too.
+    head, at, _ = reply.rpartition(" (at ")
+    holder = (head if at else reply).rpartition(" ")[2]
     if holder == str(fence):  # the same fence, another token: not this acquisition
         return "was taken over (its lock key holds another token)"
     if holder.isdigit():

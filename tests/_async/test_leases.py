@@ -361,6 +361,16 @@ async def test_a_renewal_that_finds_the_lease_taken_names_the_new_holder(
     await taker.release()
 
 
+async def test_a_lease_released_inside_its_block_leaves_it_quietly(store: AsyncStore) -> None:
+    """Giving the lease back early (to let the next owner in) is no loss: leaving the
+    block raises nothing, and the lock is free for the next owner."""
+    async with store.lock("early", ttl=30) as lease:
+        await lease.release()
+        assert not lease.held and lease.fence is not None
+    async with store.lock("early", ttl=30, wait=0) as again:
+        assert again.fence is not None and again.fence > lease.fence
+
+
 async def test_a_lock_lost_is_raised_once(store: AsyncStore, backend: Backend) -> None:
     raw = backend.raw()
     # Caught inside the block: leaving it raises nothing more.

@@ -70,3 +70,17 @@ def test_a_url_given_to_the_constructor_names_from_url() -> None:
     with pytest.raises(TypeError, match=r"Store\.from_url\(url\)") as caught:
         Store("redis://user:secret@127.0.0.1:6390/0")  # type: ignore[arg-type]
     assert "secret" not in str(caught.value) and "user:***@" in str(caught.value)
+
+
+def test_from_url_takes_what_redis_py_takes_out_of_its_kwargs(
+    namespace: str, request: pytest.FixtureRequest
+) -> None:
+    """``single_connection_client`` is no connection argument: the sync Redis.from_url
+    pops it before the pool sees the rest. It is a real option, so it goes through."""
+    backend: Backend = _backend("redis7", request)
+    store = Store.from_url(backend.url, namespace=namespace, single_connection_client=True)
+    store.sessions.put("s", {"ok": True})
+    got = store.sessions.get("s")
+    assert got is not None and got.data == {"ok": True}
+    store.sessions.delete("s")
+    store.close()

@@ -362,6 +362,16 @@ def test_a_renewal_that_finds_the_lease_taken_names_the_new_holder(
     taker.release()
 
 
+def test_a_lease_released_inside_its_block_leaves_it_quietly(store: Store) -> None:
+    """Giving the lease back early (to let the next owner in) is no loss: leaving the
+    block raises nothing, and the lock is free for the next owner."""
+    with store.lock("early", ttl=30) as lease:
+        lease.release()
+        assert not lease.held and lease.fence is not None
+    with store.lock("early", ttl=30, wait=0) as again:
+        assert again.fence is not None and again.fence > lease.fence
+
+
 def test_a_lock_lost_is_raised_once(store: Store, backend: Backend) -> None:
     raw = backend.raw()
     # Caught inside the block: leaving it raises nothing more.

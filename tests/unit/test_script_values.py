@@ -722,3 +722,14 @@ def test_every_import_script_is_read_as_an_import_reply() -> None:
         assert lua.parse == ImportReply.parse
         assert lua.sha == script(name).sha
         assert lua.read([0, 5, 1]) == ImportReply(False, 5, 1)
+
+
+def test_a_lock_lost_reply_is_read_from_its_end() -> None:
+    """The holder is the word before the address translate appends, even when the lease
+    name (so the lock key) holds " (at " and digits itself."""
+    from redistate.leases.spec import refusal
+
+    key = "rs:n:lock:a (at x) 7"
+    assert refusal(f"RSLOCKLOST {key} 42 (at 127.0.0.1:1)", 41) == "was taken over by fence 42"
+    assert refusal(f"RSLOCKLOST {key} free (at h:1)", 41).startswith("expired")
+    assert refusal("RSLOCKLOST rs:n:lock:b 42", 41) == "was taken over by fence 42"
