@@ -6,8 +6,7 @@ starts: redis.asyncio, fakeredis and friends load only when first used.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .core.errors import (
     CodecError,
@@ -30,6 +29,7 @@ from .core.errors import (
     StoreUnavailable,
     UnsafeServer,
 )
+from .core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from .checkpoints.spec import Checkpoint, Restored, Verification
@@ -142,14 +142,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'redistate' has no attribute {name!r}")
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
