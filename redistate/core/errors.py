@@ -1,4 +1,5 @@
-"""The exception hierarchy. Every error redistate raises derives from RedistateError."""
+"""The exception hierarchy. Every error redistate raises derives from RedistateError,
+but for malformed arguments: TypeError or ValueError (InvalidId and CodecError are both)."""
 
 from __future__ import annotations
 

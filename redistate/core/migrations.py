@@ -45,8 +45,9 @@ class Migrations:
         self._steps: dict[str, dict[int, Upgrade]] = {}
 
     def register(self, kind: str, from_version: int, fn: Upgrade) -> None:
-        """``fn(data) -> data`` upgrades ``kind`` (``"users"``, ``"sessions"`` or a
-        collection's name) from ``from_version`` to ``from_version + 1``.
+        """``fn(data) -> data`` upgrades ``kind`` (``"users"``, ``"sessions"``, a
+        collection's name, ``"checkpoints"`` for task states or ``"events"`` for event
+        payloads) from ``from_version`` to ``from_version + 1``.
 
         Raises:
             ValueError: a version outside 1..999999998, a step registered twice, or
