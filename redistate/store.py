@@ -120,14 +120,19 @@ class Store(WithGuard):
         if signing is not None and not isinstance(signing, SigningKeys):
             raise TypeError(f"signing must be SigningKeys or None, got {type(signing).__name__}")
         self.signing = signing
+        """The HMAC keys that seal what the store writes, or None."""
         self.keys = KeySpace(namespace)
+        """Builds every key of the namespace."""
         self.codec: Codec = codec if codec is not None else JsonCodec()
+        """How values become bytes (JSON by default)."""
         self._conn = Connection(client, retry, durability, replica_timeout, server_check)
         self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
         self.migrations = Migrations()
+        """Schema upgrade steps, applied on read (``register(kind, from_version, fn)``)."""
         self.sessions = self._collection(SESSION.key, ttl=session_ttl, max_bytes=max_bytes)
+        """Session records, expiring after ``session_ttl``."""
         users = RecordSpec(
             self.keys,
             USER.key,
@@ -138,12 +143,14 @@ class Store(WithGuard):
             signing=signing,
         )
         self.users = Users(self._conn, users, attempts=update_attempts)
+        """User records (no TTL), and ``erase(user)``."""
         self.events = Events(
             self._conn,
             self.keys,
             EventSpec(self.codec, max_bytes=max_bytes, migrations=self.migrations, signing=signing),
             attempts=update_attempts,
         )
+        """Hash-chained audit events per entity."""
         self.checkpoints = Checkpoints(
             self._conn,
             CheckpointSpec(
@@ -158,6 +165,7 @@ class Store(WithGuard):
                 signing=signing,
             ),
         )
+        """Task checkpoints: capped histories, delta logs, restore."""
 
     @classmethod
     def from_url(

@@ -119,14 +119,19 @@ class AsyncStore(AsyncWithGuard):
         if signing is not None and not isinstance(signing, SigningKeys):
             raise TypeError(f"signing must be SigningKeys or None, got {type(signing).__name__}")
         self.signing = signing
+        """The HMAC keys that seal what the store writes, or None."""
         self.keys = KeySpace(namespace)
+        """Builds every key of the namespace."""
         self.codec: Codec = codec if codec is not None else JsonCodec()
+        """How values become bytes (JSON by default)."""
         self._conn = AsyncConnection(client, retry, durability, replica_timeout, server_check)
         self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
         self.migrations = Migrations()
+        """Schema upgrade steps, applied on read (``register(kind, from_version, fn)``)."""
         self.sessions = self._collection(SESSION.key, ttl=session_ttl, max_bytes=max_bytes)
+        """Session records, expiring after ``session_ttl``."""
         users = RecordSpec(
             self.keys,
             USER.key,
@@ -137,12 +142,14 @@ class AsyncStore(AsyncWithGuard):
             signing=signing,
         )
         self.users = AsyncUsers(self._conn, users, attempts=update_attempts)
+        """User records (no TTL), and ``erase(user)``."""
         self.events = AsyncEvents(
             self._conn,
             self.keys,
             EventSpec(self.codec, max_bytes=max_bytes, migrations=self.migrations, signing=signing),
             attempts=update_attempts,
         )
+        """Hash-chained audit events per entity."""
         self.checkpoints = AsyncCheckpoints(
             self._conn,
             CheckpointSpec(
@@ -157,6 +164,7 @@ class AsyncStore(AsyncWithGuard):
                 signing=signing,
             ),
         )
+        """Task checkpoints: capped histories, delta logs, restore."""
 
     @classmethod
     def from_url(

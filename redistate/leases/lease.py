@@ -84,6 +84,7 @@ class Lease(WithGuard):
     ) -> None:
         self._conn = conn
         self.name = name
+        """The lease's name: the id of the entities whose writes it guards."""
         self.key = keys.lock(name)
         self._wake = keys.lock_wake(name)
         self._writes = keys.writes(self.key)
@@ -97,7 +98,10 @@ class Lease(WithGuard):
         self.on_lost = on_lost
         self.token = new_token()
         self.fence: int | None = None
+        """The fencing number of the last acquire (None before): larger than every
+        earlier holder's; kept after release, for logs."""
         self.lost: Event = sync_event()
+        """Set once the lease is known lost (``lease.lost.is_set()``)."""
         self._stop: Event = sync_event()
         self._renewer: Any = None
         self._used = False

@@ -83,6 +83,7 @@ class AsyncLease(AsyncWithGuard):
     ) -> None:
         self._conn = conn
         self.name = name
+        """The lease's name: the id of the entities whose writes it guards."""
         self.key = keys.lock(name)
         self._wake = keys.lock_wake(name)
         self._writes = keys.writes(self.key)
@@ -96,7 +97,10 @@ class AsyncLease(AsyncWithGuard):
         self.on_lost = on_lost
         self.token = new_token()
         self.fence: int | None = None
+        """The fencing number of the last acquire (None before): larger than every
+        earlier holder's; kept after release, for logs."""
         self.lost: AsyncEvent = async_event()
+        """Set once the lease is known lost (``lease.lost.is_set()``)."""
         self._stop: AsyncEvent = async_event()
         self._renewer: Any = None
         self._used = False

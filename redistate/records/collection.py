@@ -73,6 +73,7 @@ class Collection:
 
     @property
     def name(self) -> str:
+        """The key kind: ``session``, ``user`` or the collection's name."""
         return self.spec.kind
 
     def get(

@@ -72,6 +72,7 @@ class AsyncCollection:
 
     @property
     def name(self) -> str:
+        """The key kind: ``session``, ``user`` or the collection's name."""
         return self.spec.kind
 
     async def get(

@@ -40,10 +40,16 @@ class TaskRun(WithGuard):
         self._store = store
         self.task_id = task_id
         self.lease: Lease = store.lock(task_id, ttl=ttl, wait=wait)
+        """The task's lease; it guards every save, log and step record."""
         self.state: Any = {}
+        """The task's state: restored on entry ({} on a first run), then what
+        ``save`` and ``log`` made it."""
         self.resumed = False
+        """Whether an earlier owner left a checkpoint or step records."""
         self.checkpoint: Checkpoint | None = None
+        """The checkpoint ``state`` comes from (restored, or the last saved)."""
         self.skipped: tuple[str, ...] = ()
+        """Damaged checkpoints and deltas the restore on entry skipped."""
         # Only the owner writes step records, so what was read on entry plus what this
         # run recorded is all there is while the lease holds.
         self._steps: dict[str, Step] = {}
