@@ -544,7 +544,7 @@ def report_part1(sess: list[Row], merge: list[Row], cps: list[Row], lock: list[R
     title = "1d. locks: uncontended acquire + release, ttl/expire 30 s, a new lock object per pair"
     harness.print_table(LOCK_COLS, shown(lock), title)
     print("B held / after release: MEMORY USAGE of every key with the lock's name (redistate")
-    print("  keeps its fencing counter for good: fences must never repeat).")
+    print("  keeps its fence key until the lease's TTL runs out; fences come from server time).")
     print_commands(sess + cps + lock)
 
 
