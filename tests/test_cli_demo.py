@@ -158,6 +158,10 @@ def wait_until_gone(path: Path, allowed: str = "") -> list[str]:
         time.sleep(0.02)  # the kernel kills them asynchronously; bounded by the deadline
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_demo(home: Path, until: str = "• SIGKILL worker") -> subprocess.Popen[str]:
     """A demo in its own session, returned once it printed a line starting with
     ``until`` (mid-run)."""
@@ -169,6 +173,10 @@ def start_demo(home: Path, until: str = "• SIGKILL worker") -> subprocess.Pope
         text=True,
         env={**environ, "REDISTATE_HOME": str(home)},
         start_new_session=True,
+        # A shell's background job (CI started with `&`) ignores SIGINT, and a Python
+        # started with it ignored never raises KeyboardInterrupt: give the demo the
+        # default a terminal's foreground process has.
+        preexec_fn=_default_sigint,
     )
     assert demo.stdout is not None
     for line in demo.stdout:
