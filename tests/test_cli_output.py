@@ -16,7 +16,7 @@ import pytest
 
 from redistate import EncryptedCodec, Store
 from tests.cli import run
-from tests.conftest import Backend
+from tests.conftest import Backend, _backend
 
 WIDTHS = [80, 200]
 LONG = "a-task-id-long-enough-to-be-folded-" + "x" * 60 + "-end"
@@ -48,6 +48,13 @@ def _readable(text: str) -> str:
     """``text`` and each of its table's columns joined (what a folded cell holds)."""
     widest = max((line.count("│") for line in text.splitlines()), default=0)
     return "\n".join([text, *(_column(text, i) for i in range(max(widest - 1, 0)))])
+
+
+@pytest.fixture
+def server_backend(request: pytest.FixtureRequest) -> Backend:
+    """Redis 7 only: what the CLI prints does not depend on the server (the commands'
+    behaviour on Valkey is the other CLI tests'), and this file is 30 subprocesses."""
+    return _backend("redis7", request)
 
 
 @pytest.fixture
