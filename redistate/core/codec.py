@@ -54,7 +54,8 @@ def find_unserializable(value: Any, path: str = "$", depth: int = 0) -> tuple[st
 
     Mirrors what orjson accepts (plus this codec's ``default`` hook) and also flags
     NaN and infinities, which orjson would silently store as null. Off the hot path:
-    called only after orjson refused a value or wrote a null.
+    called only after orjson refused a value, or wrote a null and the value does
+    not read back equal.
     """
     if depth > MAX_DEPTH:
         return path, f"nesting deeper than {MAX_DEPTH} levels (or a reference cycle)"
@@ -112,6 +113,15 @@ def _lone_surrogate(text: str) -> str | None:
     return None
 
 
+def _reads_back(out: bytes, value: Any) -> bool:
+    """Whether ``out`` decodes to a value equal to ``value`` (a user type's ``__eq__``
+    may raise: then it does not)."""
+    try:
+        return bool(orjson.loads(out) == value)
+    except Exception:
+        return False
+
+
 def _short(path: str, limit: int = 120) -> str:
     return path if len(path) <= limit else f"{path[:60]}…{path[-50:]}"
 
@@ -134,8 +144,11 @@ class JsonCodec:
             found = find_unserializable(value)
             where, what = found if found else ("$", str(exc))
             raise CodecError(f"cannot encode {_short(where)}: {what}") from exc
-        # orjson writes NaN and infinities as null; only a null in the output can hide one.
-        if b"null" in out:
+        # orjson writes NaN and infinities as null; only a null in the output can hide
+        # one. Reading the output back and comparing is C all the way: a value made of
+        # JSON types only reads back equal unless a NaN became None. Unequal (tuples,
+        # datetimes, dataclasses read back as lists and strings), the walk decides.
+        if b"null" in out and not _reads_back(out, value):
             found = find_unserializable(value)
             if found:
                 raise CodecError(f"cannot encode {_short(found[0])}: {found[1]}")

@@ -9,6 +9,7 @@ import math
 import uuid
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -139,6 +140,44 @@ def test_booleans_stay_booleans() -> None:
 def test_nan_and_infinities_are_refused_not_stored_as_null(bad: float) -> None:
     with pytest.raises(CodecError, match=r"\$\.a\[1\]\.b: float"):
         JsonCodec().encode({"a": [None, {"b": bad}]})
+
+
+class _EqualsRaises:
+    """A value whose ``==`` raises, serialised through the ``default`` hook."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def model_dump(self, mode: str) -> Any:
+        return self.inner
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparing me")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [
+        lambda bad: ({"a": None}, (None, bad)),  # a tuple reads back as a list: the walk
+        lambda bad: {"when": dt.date(2024, 1, 2), "x": [None, bad]},  # a datetime reads back as a string
+        lambda bad: {"a": None, "b": _EqualsRaises({"c": bad})},  # comparing raises
+    ],
+)
+@pytest.mark.parametrize("bad", [math.nan, -math.inf])
+def test_a_nan_is_found_where_the_value_does_not_read_back_equal(holder: Any, bad: float) -> None:
+    with pytest.raises(CodecError, match="float"):
+        JsonCodec().encode(holder(bad))
+
+
+def test_values_that_do_not_read_back_equal_still_encode() -> None:
+    value = {"t": (1, None), "when": WHEN, "o": _EqualsRaises({"n": None, "f": 0.5})}
+    assert orjson.loads(JsonCodec().encode(value)) == {
+        "t": [1, None],
+        "when": "2024-01-02T03:04:05+00:00",
+        "o": {"n": None, "f": 0.5},
+    }
 
 
 def test_nulls_next_to_finite_floats_are_fine() -> None:
