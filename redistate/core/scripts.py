@@ -88,6 +88,7 @@ CLIENT_COMMANDS: Final[dict[str, str]] = {
     "evalsha": "runs every script",
     "script|load": "loads a script the server does not know (first use, restart, flush)",
     "get": "reads a record or a lease",
+    "mget": "get_many and migrations read many records in one command",
     "scan": "lists the keys of a kind or of the namespace (never KEYS)",
     "pttl": "a record's or a key's time left",
     "multi": "reads a task's lists in one consistent view",

@@ -161,7 +161,7 @@ class _EqualsRaises:
     "holder",
     [
         lambda bad: ({"a": None}, (None, bad)),  # a tuple reads back as a list: the walk
-        lambda bad: {"when": dt.date(2024, 1, 2), "x": [None, bad]},  # a datetime reads back as a string
+        lambda bad: {"when": dt.date(2024, 1, 2), "x": [None, bad]},  # a date: a string
         lambda bad: {"a": None, "b": _EqualsRaises({"c": bad})},  # comparing raises
     ],
 )
