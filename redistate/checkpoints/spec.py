@@ -183,12 +183,15 @@ class CheckpointLogArgs:
     lease: str
     memory_ms: int
     sealed_for: str | None = None
+    given: bool = False  # the caller chose the id: it may come again as a new call
 
     def argv(self) -> tuple[Any, ...]:
         sealed = () if self.sealed_for is None else (f"={self.sealed_for}",)
+        # "r": look the id up even on a first send (rs_memory).
+        memory = f"{self.memory_ms}r" if self.given and self.memory_ms else self.memory_ms
         return (
             self.delta_id, self.blob, self.max_deltas, self.ttl_ms, 1 if self.follow else 0,
-            self.lease, self.memory_ms, *sealed,
+            self.lease, memory, *sealed,
         )  # fmt: skip
 
 
@@ -732,12 +735,14 @@ class CheckpointSpec:
         guard: str,
         memory_ms: int,
         snapshot: str,
+        given: bool = False,
     ) -> CheckpointLogArgs:
         """The arguments of checkpoint_log; with signing keys the delta is sealed for
-        ``snapshot``, which the script checks is the newest checkpoint."""
+        ``snapshot``, which the script checks is the newest checkpoint. ``given``: the
+        caller chose ``delta_id``."""
         sealed_for = None if self.signing is None else snapshot
         return CheckpointLogArgs(
-            delta_id, blob, self.max_deltas, ttl_ms, follow, guard, memory_ms, sealed_for
+            delta_id, blob, self.max_deltas, ttl_ms, follow, guard, memory_ms, sealed_for, given
         )
 
     def _delta_line(

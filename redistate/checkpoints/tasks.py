@@ -141,7 +141,9 @@ class Checkpoints:
         replicas = self._conn.replicas(durability)
         if user is not None:
             register(self._conn, self.spec.keys, user, entry(TASK_KEY, task_id))
-        reply = self._conn.script(_SAVE, keys, args.argv(), replicas=replicas, lease=lease)
+        # Only a generated id is acknowledged: a chosen one may be saved again later.
+        wid = None if given else cid
+        reply = self._conn.script(_SAVE, keys, args.argv(), replicas=replicas, lease=lease, wid=wid)
         self._snapshot(task_id, cid)
         if reply.status is SaveStatus.SAVED:
             return self.spec.saved(
@@ -179,6 +181,7 @@ class Checkpoints:
         """
         keys, guard = self.spec.guarded_keys(task_id, lease)
         did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
+        wid = did if delta_id is None else None  # a chosen id may come again: not acked
         follow = isinstance(ttl, Default)  # keep the task's current expiry
         ttl_ms = self.spec.write_ttl(ttl)
         replicas = self._conn.replicas(durability)
@@ -186,8 +189,12 @@ class Checkpoints:
         for _ in range(_SEAL_ATTEMPTS):
             blob = self.spec.delta_blob(keys[2], did, delta, snapshot)
             memory_ms = self._conn.memory_ms
-            args = self.spec.log_args(did, blob, ttl_ms, follow, guard, memory_ms, snapshot)
-            reply = self._conn.script(_LOG, keys, args.argv(), replicas=replicas, lease=lease)
+            args = self.spec.log_args(
+                did, blob, ttl_ms, follow, guard, memory_ms, snapshot, delta_id is not None
+            )
+            reply = self._conn.script(
+                _LOG, keys, args.argv(), replicas=replicas, lease=lease, wid=wid
+            )
             if reply.status is not LogStatus.RESEAL:
                 self._snapshot(task_id, snapshot)
                 return reply.length
@@ -297,7 +304,8 @@ class Checkpoints:
         first send did). With ``lease=`` the delete is guarded (LockLost, and nothing
         deleted, unless the lease still holds)."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
-        args = CheckpointDeleteArgs(guard, new_checkpoint_id(), self._conn.memory_ms).argv()
+        wid = new_checkpoint_id()
+        args = CheckpointDeleteArgs(guard, wid, self._conn.memory_ms).argv()
         replicas = self._conn.replicas(durability)
-        reply = self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease)
+        reply = self._conn.script(_DELETE, keys, args, replicas=replicas, lease=lease, wid=wid)
         return reply.deleted

@@ -72,6 +72,9 @@ R = TypeVar("R", bound=Reply)
 # can land between a load and the resend: each costs one more load; this many in a row
 # means something flushes faster than we load (an error then, not a loop).
 _RELOADS = 5
+# Write-memory keys whose latest returned call is kept (the oldest go first); a key
+# left out only keeps its entries until they expire with the memory.
+_ACKS = 4096
 
 # try/except rather than a context manager: free on the happy path, which is every call.
 
@@ -102,6 +105,7 @@ class AsyncConnection:
 
     __slots__ = (
         "__weakref__",
+        "_acks",
         "_check",
         "_check_lock",
         "_checked",
@@ -178,6 +182,9 @@ class AsyncConnection:
         self._lock = async_lock()
         self._check_lock = async_lock()
         self._nodes: dict[str, Redis] = {}
+        # Per write-memory key, the id of this client's latest call on it that has
+        # returned: sent with the next call there, so the server drops its entry.
+        self._acks: dict[str, str] = {}
         self.durability = durability
         self._replicas = check_durability(durability)
         self.wait_ms = check_replica_timeout(replica_timeout)
@@ -359,6 +366,7 @@ class AsyncConnection:
         budget: float | None = None,
         replicas: int = 0,
         lease: Any = None,
+        wid: str | None = None,
     ) -> R: ...
 
     @overload
@@ -370,6 +378,7 @@ class AsyncConnection:
         budget: float | None = None,
         replicas: int = 0,
         lease: Any = None,
+        wid: str | None = None,
     ) -> Any: ...
 
     async def script(
@@ -380,6 +389,7 @@ class AsyncConnection:
         budget: float | None = None,
         replicas: int = 0,
         lease: Any = None,
+        wid: str | None = None,
     ) -> Any:
         """EVALSHA ``script``; on NOSCRIPT (first use, restart, failover, SCRIPT FLUSH)
         load it and send it again: two extra round trips, once per server, and two more
@@ -387,7 +397,9 @@ class AsyncConnection:
         (seconds) shortens the retry deadline for this call. With ``replicas``, WAIT for
         that many replicas (at most the store's replica_timeout) in the same round trip.
         ``lease``: the lease guarding the write. Nothing is sent past its local
-        deadline, and a LockLost reply marks it lost at once. Returns the reply as
+        deadline, and a LockLost reply marks it lost at once. ``wid``: the id the
+        call's write memory keeps for it (a script with ``memory``), acknowledged to
+        the server with the next call there once this one returns. Returns the reply as
         ``script.read`` makes it (parsed, for a script made with ``replying``); only one
         that ``script.wrote`` is waited for.
 
@@ -399,17 +411,17 @@ class AsyncConnection:
             await async_confirm(lease)
         if self._unready:
             await self._ready()
-        call = (
-            functools.partial(self._evalsha_wait, script, keys, args, replicas, self.wait_ms)
-            if replicas
-            else functools.partial(self._evalsha, script, keys, args)
+        first, again = self._memory_args(script, keys, args)
+        send = (
+            functools.partial(self._evalsha_wait, replicas=replicas) if replicas else self._evalsha
         )
         started = time.monotonic()
         try:
-            return await call()
+            return await send(script, keys, first)
         except ERRORS as exc:
             try:
-                return await self._recover(exc, call, started, budget, "evalsha")
+                retry = functools.partial(send, script, keys, again)
+                return await self._recover(exc, retry, started, budget, "evalsha")
             except LockLost as refused:
                 if lease is None:
                     raise
@@ -419,12 +431,45 @@ class AsyncConnection:
                 message = explain(str(refused)) if callable(explain) else str(refused)
                 await async_lost(lease)
                 raise LockLost(message) from refused.__cause__  # the server's reply
+        finally:
+            if wid is not None and script.memory is not None:
+                self._acked(keys[script.memory[0]], wid)
+
+    def _memory_args(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any]
+    ) -> tuple[Sequence[Any], Sequence[Any]]:
+        """The arguments of a first send and of a resend: a write memory's argument
+        gains "r" on a resend (only a resend looks itself up) and the ack of this
+        client's latest returned call on that memory (see rs_memory)."""
+        if script.memory is None:
+            return args, args
+        key_at, arg_at = script.memory
+        base = str(args[arg_at])
+        if base == "0":  # nothing is remembered: never retried either
+            return args, args
+        ack = self._acks.get(keys[key_at])
+        tail = "" if ack is None else f":{ack}"
+        first, again = list(args), list(args)
+        first[arg_at] = base + tail
+        again[arg_at] = base + ("" if base.endswith("r") else "r") + tail
+        return first, again
+
+    def _acked(self, memory_key: str, wid: str) -> None:
+        acks = self._acks
+        acks.pop(memory_key, None)  # re-inserted last: the oldest keys go first
+        acks[memory_key] = wid
+        if len(acks) > _ACKS:
+            try:
+                del acks[next(iter(acks))]
+            except (RuntimeError, KeyError, StopIteration):
+                pass  # another thread changed it meanwhile: trimmed next time
 
     async def _evalsha_wait(
-        self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, wait_ms: int
+        self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int
     ) -> Any:
         # WAIT counts the writes of its own connection: it must follow the script on the
         # same one, so a pipeline (on a cluster: to the node that owns the keys).
+        wait_ms = self.wait_ms
         client = await self._node_client(keys[0])
         try:
             for loads in range(_RELOADS + 1):
@@ -639,12 +684,13 @@ class AsyncConnection:
             return []
         if self._unready:
             await self._ready()
-        call = functools.partial(self._scripts, calls)
+        sends = [(run, keys, self._memory_args(run, keys, args)) for run, keys, args in calls]
         started = time.monotonic()
         try:
-            replies = await call()
+            replies = await self._scripts([(run, keys, a[0]) for run, keys, a in sends])
         except ERRORS as exc:
-            replies = await self._recover(exc, call, started, None, "evalsha")
+            retry = functools.partial(self._scripts, [(run, keys, a[1]) for run, keys, a in sends])
+            replies = await self._recover(exc, retry, started, None, "evalsha")
         return [
             translate(r, self.address, "evalsha") if isinstance(r, Exception) else run.read(r)
             for (run, _, _), r in zip(calls, replies, strict=True)

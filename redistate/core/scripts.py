@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any, Final, Generic, Protocol, TypeVar
@@ -49,11 +49,16 @@ P = TypeVar("P", bound=Reply)
 @dataclass(frozen=True, slots=True)
 class Script:
     """A Lua script's source and SHA-1 (what EVALSHA takes). Its replies are returned
-    as the server sent them and count as writes; see :meth:`replying`."""
+    as the server sent them and count as writes; see :meth:`replying`.
+
+    ``memory``: for a script with a write memory (its header's ``memory KEYS[k]
+    ARGV[a]`` line), the 0-based positions of the memory's key and of its argument,
+    which the connection completes on each send (see ``rs_memory`` in _envelope.lua)."""
 
     name: str
     source: str
     sha: str
+    memory: tuple[int, int] | None = None
 
     def read(self, reply: Any) -> Any:
         """The reply a call returns."""
@@ -65,7 +70,7 @@ class Script:
 
     def replying(self, parse: Callable[[Any], P]) -> Parsed[P]:
         """This script, its replies parsed by ``parse`` (a reply type's ``parse``)."""
-        return Parsed(self.name, self.source, self.sha, parse)
+        return Parsed(self.name, self.source, self.sha, self.memory, parse=parse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +78,7 @@ class Parsed(Script, Generic[P]):
     """A script whose replies a call returns parsed, and whose parsed reply says
     whether it wrote (the connection decodes no status itself)."""
 
-    parse: Callable[[Any], P]
+    parse: Callable[[Any], P] = field(kw_only=True)
 
     def read(self, reply: Any) -> P:
         return self.parse(reply)
@@ -257,7 +262,24 @@ def script(name: str) -> Script:
         raise KeyError(f"no Lua script named {name!r}")
     libraries = "".join(_read(lib) for lib in needed)
     source = _acl_prelude(name) + libraries + _read(name)
-    return Script(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
+    sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
+    return Script(name, source, sha, _memory(name))
+
+
+_MEMORY: Final = re.compile(r"^memory +KEYS\[(\d+)\] +ARGV\[(\d+)\]", re.M)
+
+
+def _memory(name: str) -> tuple[int, int] | None:
+    """The 0-based (key, argument) positions of a script's write memory, from the
+    ``memory KEYS[k] ARGV[a]`` line of its header; None without one. A script that
+    parses a memory argument (calls rs_memory) must declare it."""
+    header = _read(name).split("]]", 1)[0]
+    found = _MEMORY.search(header)
+    if found is None:
+        if "rs_memory(" in _code(name):
+            raise KeyError(f"{name} calls rs_memory but its header has no 'memory' line")
+        return None
+    return int(found.group(1)) - 1, int(found.group(2)) - 1
 
 
 def names() -> tuple[str, ...]:

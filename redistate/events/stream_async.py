@@ -93,7 +93,7 @@ class AsyncEvents:
             args = self.spec.append_args(
                 key, head, type, at_ms, data, guard, write_id, self._conn.memory_ms
             )
-            reply = await self._conn.script(_APPEND, keys, args.argv(), lease=lease)
+            reply = await self._conn.script(_APPEND, keys, args.argv(), lease=lease, wid=write_id)
             if reply.status is not AppendStatus.MOVED:
                 self._remember(entity, (args.digest, args.seq))
                 eid = reply.id

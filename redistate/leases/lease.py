@@ -296,7 +296,8 @@ class Lease(WithGuard):
             self._reported = True
             raise LockLost(f"lease {self.name!r} is not held")
         args = LockReleaseArgs(value, self._conn.memory_ms).argv()
-        released = self._conn.script(_RELEASE, (self.key, self._wake, self._writes), args)
+        keys = (self.key, self._wake, self._writes)
+        released = self._conn.script(_RELEASE, keys, args, wid=value)
         self._released = True
         if not released.released:
             self._mark_lost(self._holder())

@@ -295,7 +295,8 @@ class AsyncLease(AsyncWithGuard):
             self._reported = True
             raise LockLost(f"lease {self.name!r} is not held")
         args = LockReleaseArgs(value, self._conn.memory_ms).argv()
-        released = await self._conn.script(_RELEASE, (self.key, self._wake, self._writes), args)
+        keys = (self.key, self._wake, self._writes)
+        released = await self._conn.script(_RELEASE, keys, args, wid=value)
         self._released = True
         if not released.released:
             await self._mark_lost(await self._holder())

@@ -164,17 +164,18 @@ class Collection:
         payload = self.spec.encode(key, data)
         if user is not None:  # after every check: bad input registers nothing
             register(self._conn, self.spec.keys, user, entry(self.spec.kind, id))
+        wid = new_write_id()
         args = self.spec.put_args(
             expected,
             ttl_ms,
-            new_write_id(),
+            wid,
             payload,
             keep=keep,
             lease=guard,
             memory_ms=self._conn.memory_ms,
             key=key,
         )
-        reply = self._conn.script(_PUT, keys, args.argv(), replicas=replicas, lease=lease)
+        reply = self._conn.script(_PUT, keys, args.argv(), replicas=replicas, lease=lease, wid=wid)
         return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
     def update(
@@ -264,16 +265,19 @@ class Collection:
         replicas = self._conn.replicas(durability)
         keys, guard = self.spec.guarded_keys(id, key, lease)
         payload = self.spec.encode(key, patch)
+        wid = new_write_id()
         args = self.spec.merge_args(
             key,
             payload,
             ttl_ms,
-            new_write_id(),
+            wid,
             keep=keep,
             lease=guard,
             memory_ms=self._conn.memory_ms,
         )
-        reply = self._conn.script(_MERGE, keys, args.argv(), replicas=replicas, lease=lease)
+        reply = self._conn.script(
+            _MERGE, keys, args.argv(), replicas=replicas, lease=lease, wid=wid
+        )
         merged = self.spec.merged(id, key, reply)
         if merged is None:
             normalized = self.spec.codec.decode(payload, key.encode("utf-8"))
@@ -287,14 +291,16 @@ class Collection:
                 user_fn=False,
             )
         if merged.compact is not None:
-            self._compact(key, merged.compact)
+            self._compact(key, merged.compact, wid)
         return merged.record
 
-    def _compact(self, key: str, compact: Compaction) -> None:
+    def _compact(self, key: str, compact: Compaction, wid: str) -> None:
         """Fold the record's patches back (one script; it keeps what was appended since).
         Only a representation change: its failure is not the merge's, and a later due
-        merge tries again."""
-        args = self.spec.compact_args(key, compact, new_write_id(), self._conn.memory_ms)
+        merge tries again. The folded record is named by ``wid``, the id of the merge
+        that asked for it, which that merge's memory entry already holds: a later
+        write replacing it leaves nothing new to remember."""
+        args = self.spec.compact_args(key, compact, wid, self._conn.memory_ms)
         if args is None:
             return
         keys = self.spec.compact_keys(key)
@@ -353,9 +359,12 @@ class Collection:
         key = self.spec.key(id)
         expected = None if if_version is None else check_version(if_version, allow_zero=False)
         keys, guard = self.spec.guarded_keys(id, key, lease)
-        args = RecordDeleteArgs(expected, guard, new_write_id(), self._conn.memory_ms)
+        wid = new_write_id()
+        args = RecordDeleteArgs(expected, guard, wid, self._conn.memory_ms)
         replicas = self._conn.replicas(durability)
-        reply = self._conn.script(_DELETE, keys, args.argv(), replicas=replicas, lease=lease)
+        reply = self._conn.script(
+            _DELETE, keys, args.argv(), replicas=replicas, lease=lease, wid=wid
+        )
         return self.spec.deleted(key, expected, reply)
 
     def ttl(self, id: str) -> float | None:

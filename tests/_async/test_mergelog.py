@@ -23,6 +23,7 @@ from redistate.records.mergelog import frame, frames, should_compact
 from redistate.records.mergepatch import merge_patch
 from redistate.records.spec import Record, RecordMergeReply
 from tests.conftest import Backend
+from tests.resend import resent
 from tests.roundtrips import server_reads
 
 _MERGE = script("record_merge")
@@ -289,12 +290,12 @@ async def test_a_resent_merge_is_applied_once(store: AsyncStore, backend: Backen
     first = await coll._conn.script(_MERGE, keys, a)
     assert type(first) is bytes and first.startswith(b"M1,")
     a_version = unpack(key, first).version
-    again = await coll._conn.script(_MERGE, keys, a)
+    again = await coll._conn.script(_MERGE, keys, resent(_MERGE, a))
     assert [int(again[0]), int(again[1])] == [3, a_version] and again[2] == first
     assert raw.get(key) == first
     b = await coll.merge("u", {"x": 2})
     now = raw.get(key)
-    late = await coll._conn.script(_MERGE, keys, a)
+    late = await coll._conn.script(_MERGE, keys, resent(_MERGE, a))
     assert [int(late[0]), int(late[1])] == [3, a_version] and late[2] == now
     assert raw.get(key) == now
     got = await coll.get("u")
@@ -308,7 +309,7 @@ async def test_a_resent_merge_is_applied_once(store: AsyncStore, backend: Backen
     assert c_version > b.version
     await coll.merge("u", {"y": 6})
     now = raw.get(key)
-    late = await coll._conn.script(_MERGE, keys, c)
+    late = await coll._conn.script(_MERGE, keys, resent(_MERGE, c))
     assert [int(late[0]), int(late[1])] == [3, c_version] and late[2] == now
     assert raw.get(key) == now
     env = unpack(key, now)
@@ -318,7 +319,7 @@ async def test_a_resent_merge_is_applied_once(store: AsyncStore, backend: Backen
     # Still recognised once the record is replaced.
     await coll.put("u", {"fresh": 1})
     now = raw.get(key)
-    late = await coll._conn.script(_MERGE, keys, c)
+    late = await coll._conn.script(_MERGE, keys, resent(_MERGE, c))
     assert int(late[0]) == 3 and late[2] == now and raw.get(key) == now
 
 
@@ -334,7 +335,7 @@ async def test_a_resent_merge_after_a_delete_creates_nothing(
     env = unpack(key, first)
     assert env.log and frames(key, env.payload) == [b"", payload]  # created: an empty base
     assert await coll.delete("gone")
-    late = await coll._conn.script(_MERGE, keys, args)
+    late = await coll._conn.script(_MERGE, keys, resent(_MERGE, args))
     assert [int(late[0]), int(late[1])] == [3, env.version]
     assert late[2:] in ([], [None])  # no current value (fakeredis reports a nil)
     assert backend.raw().exists(key) == 0
@@ -357,7 +358,7 @@ async def test_a_resent_put_is_still_known_after_a_merge_patched_its_record(
     version = int(written.split(b",")[0])
     await coll.merge("u", {"m": 1})
     now = stored(backend, key)
-    late = await coll._conn.script(script("record_put"), keys, put)
+    late = await coll._conn.script(script("record_put"), keys, resent(script("record_put"), put))
     assert [int(late[0]), int(late[1])] == [3, version]
     assert stored(backend, key) == now
     got = await coll.get("u")
@@ -745,11 +746,12 @@ async def test_a_failed_compaction_does_not_fail_the_merge_it_follows(
         budget: Any = None,
         replicas: int = 0,
         lease: Any = None,
+        wid: Any = None,
     ) -> Any:
         if s.name == "record_compact":
             compactions.append(keys[0])
             raw.config_set("maxmemory", "1")
-        return await original(self, s, keys, args, budget, replicas, lease)
+        return await original(self, s, keys, args, budget, replicas, lease, wid)
 
     monkeypatch.setattr(type(conn), "script", fill_before_compaction)
     try:

@@ -24,6 +24,7 @@ from redistate.records.mergelog import frame, frames, should_compact
 from redistate.records.mergepatch import merge_patch
 from redistate.records.spec import Record, RecordMergeReply
 from tests.conftest import Backend
+from tests.resend import resent
 from tests.roundtrips import server_reads
 
 _MERGE = script("record_merge")
@@ -290,12 +291,12 @@ def test_a_resent_merge_is_applied_once(store: Store, backend: Backend) -> None:
     first = coll._conn.script(_MERGE, keys, a)
     assert type(first) is bytes and first.startswith(b"M1,")
     a_version = unpack(key, first).version
-    again = coll._conn.script(_MERGE, keys, a)
+    again = coll._conn.script(_MERGE, keys, resent(_MERGE, a))
     assert [int(again[0]), int(again[1])] == [3, a_version] and again[2] == first
     assert raw.get(key) == first
     b = coll.merge("u", {"x": 2})
     now = raw.get(key)
-    late = coll._conn.script(_MERGE, keys, a)
+    late = coll._conn.script(_MERGE, keys, resent(_MERGE, a))
     assert [int(late[0]), int(late[1])] == [3, a_version] and late[2] == now
     assert raw.get(key) == now
     got = coll.get("u")
@@ -309,7 +310,7 @@ def test_a_resent_merge_is_applied_once(store: Store, backend: Backend) -> None:
     assert c_version > b.version
     coll.merge("u", {"y": 6})
     now = raw.get(key)
-    late = coll._conn.script(_MERGE, keys, c)
+    late = coll._conn.script(_MERGE, keys, resent(_MERGE, c))
     assert [int(late[0]), int(late[1])] == [3, c_version] and late[2] == now
     assert raw.get(key) == now
     env = unpack(key, now)
@@ -319,7 +320,7 @@ def test_a_resent_merge_is_applied_once(store: Store, backend: Backend) -> None:
     # Still recognised once the record is replaced.
     coll.put("u", {"fresh": 1})
     now = raw.get(key)
-    late = coll._conn.script(_MERGE, keys, c)
+    late = coll._conn.script(_MERGE, keys, resent(_MERGE, c))
     assert int(late[0]) == 3 and late[2] == now and raw.get(key) == now
 
 
@@ -335,7 +336,7 @@ def test_a_resent_merge_after_a_delete_creates_nothing(
     env = unpack(key, first)
     assert env.log and frames(key, env.payload) == [b"", payload]  # created: an empty base
     assert coll.delete("gone")
-    late = coll._conn.script(_MERGE, keys, args)
+    late = coll._conn.script(_MERGE, keys, resent(_MERGE, args))
     assert [int(late[0]), int(late[1])] == [3, env.version]
     assert late[2:] in ([], [None])  # no current value (fakeredis reports a nil)
     assert backend.raw().exists(key) == 0
@@ -358,7 +359,7 @@ def test_a_resent_put_is_still_known_after_a_merge_patched_its_record(
     version = int(written.split(b",")[0])
     coll.merge("u", {"m": 1})
     now = stored(backend, key)
-    late = coll._conn.script(script("record_put"), keys, put)
+    late = coll._conn.script(script("record_put"), keys, resent(script("record_put"), put))
     assert [int(late[0]), int(late[1])] == [3, version]
     assert stored(backend, key) == now
     got = coll.get("u")
@@ -746,11 +747,12 @@ def test_a_failed_compaction_does_not_fail_the_merge_it_follows(
         budget: Any = None,
         replicas: int = 0,
         lease: Any = None,
+        wid: Any = None,
     ) -> Any:
         if s.name == "record_compact":
             compactions.append(keys[0])
             raw.config_set("maxmemory", "1")
-        return original(self, s, keys, args, budget, replicas, lease)
+        return original(self, s, keys, args, budget, replicas, lease, wid)
 
     monkeypatch.setattr(type(conn), "script", fill_before_compaction)
     try:

@@ -401,14 +401,68 @@ def test_errors_that_are_not_transient_are_not_retried(store: Store) -> None:
 
 
 def test_the_write_memory_expires_with_the_retry_window(
-    store: Store, backend: Backend
+    store: Store, backend: Backend, namespace: str
 ) -> None:
-    store.sessions.put("s", {"n": 1})
-    store.sessions.put("s", {"n": 2})  # the first write is now remembered
+    other = Store(backend.sync_client(), namespace=namespace)
+    try:
+        other.sessions.put("s", {"n": 1})
+        store.sessions.put("s", {"n": 2})  # another client's write: remembered
+    finally:
+        other.close()
     memory = store.keys.writes(store.keys.record("session", "s"))
     raw = backend.raw()
     assert raw.zcard(memory) == 1
     assert 0 < raw.pttl(memory) <= store._conn.memory_ms
+
+
+def test_the_write_memory_holds_a_few_entries_per_writer_at_any_write_rate(
+    store: Store, backend: Backend, namespace: str
+) -> None:
+    raw = backend.raw()
+
+    def memory(kind: str, id: str) -> int:
+        return int(raw.zcard(store.keys.writes(store.keys.record(kind, id))))
+
+    # One writer: each put replaces the writer's own previous one, whose call has
+    # returned (so it is never sent again): nothing is kept.
+    for n in range(50):
+        store.sessions.put("one", {"n": n})
+    assert memory("session", "one") == 0
+    # Two writers taking turns: a write keeps the other writer's, and acknowledges the
+    # writer's own previous call, so its entry goes: at most one entry per writer.
+    other = Store(backend.sync_client(), namespace=namespace)
+    sizes, merged = [], []
+    try:
+        for n in range(200):
+            (store if n % 2 else other).sessions.put("two", {"n": n})
+            sizes.append(memory("session", "two"))
+            # A merge keeps its own id (its record does not name it) and drops the
+            # writer's previous merge.
+            (store if n % 2 else other).users.merge("u", {f"k{n}": n})
+            merged.append(memory("user", "u"))
+    finally:
+        other.close()
+    assert max(sizes) <= 2, max(sizes)
+    assert max(merged) <= 2, max(merged)
+    user = store.users.get("u")
+    assert user is not None and len(user.data) == 200  # nothing lost on the way
+
+
+def test_a_first_send_does_not_look_itself_up(
+    server_store: Store, server_backend: Backend
+) -> None:
+    store, raw = server_store, server_backend.raw()
+    store.sessions.put("s", {"n": 0})
+    raw.config_resetstat()
+    for n in range(20):
+        store.sessions.put("s", {"n": n})
+        store.users.merge("u", {"n": n})
+        store.checkpoints.save("t", {"n": n})
+        store.checkpoints.log("t", {"d": n})
+        store.events.append("e", "note", {"n": n})
+    stats = raw.info("commandstats")
+    assert "cmdstat_zscore" not in stats, stats.get("cmdstat_zscore")
+    assert int(stats["cmdstat_evalsha"]["calls"]) >= 100  # (and a compaction or two)
 
 
 def test_a_store_turns_its_clients_own_retries_off(backend: Backend) -> None:

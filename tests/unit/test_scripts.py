@@ -189,3 +189,30 @@ def test_each_script_gets_the_libraries_whose_functions_it_calls() -> None:
             functions = re.findall(r"^local function (rs_\w+)\(", scripts._read(lib), re.M)
             calls = any(re.search(rf"\b{f}\(", text) for f in functions)
             assert calls == (lib in needed), (name, lib)
+
+
+@pytest.mark.parametrize("name", scripts.names())
+def test_a_declared_write_memory_names_the_memory_key_and_its_argument(name: str) -> None:
+    run = script(name)
+    text = _lua_files()[name]
+    parses = "rs_memory(" in re.sub(r"--\[\[.*?\]\]|--[^\n]*", "", text, flags=re.S)
+    assert (run.memory is not None) == parses, name
+    if run.memory is None:
+        return
+    key_at, arg_at = run.memory
+    header = text.split("]]", 1)[0]
+    # The KEYS line is the memory's key, the ARGV line the rs_memory argument.
+    key_line = re.search(rf"^KEYS\[{key_at + 1}\]\s+(.*)$", header, re.M)
+    arg_line = re.search(rf"^ARGV\[{arg_at + 1}\]\s+(.*)$", header, re.M)
+    assert key_line and "writes" in key_line.group(1), (name, key_line)
+    assert arg_line and "write memory (rs_memory)" in arg_line.group(1), (name, arg_line)
+    assert f"rs_memory(ARGV[{arg_at + 1}])" in text, name
+
+
+def test_a_script_parsing_a_memory_argument_must_declare_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(scripts, "_read", lambda name: "--[[ x\n]]\nlocal m = rs_memory(ARGV[1])")
+    monkeypatch.setattr(scripts, "_code", lambda name: "local m = rs_memory(ARGV[1])")
+    with pytest.raises(KeyError, match="no 'memory' line"):
+        scripts._memory("x")

@@ -38,11 +38,12 @@ class AgentItems:
         """The session's items from ``start`` (negative: from the end), oldest first."""
         return list(self._conn.idempotent("LRANGE", key, start, -1))
 
-    def run(self, lua: Script, key: str, args: Sequence[Any]) -> Any:
+    def run(self, lua: Script, key: str, args: Sequence[Any], wid: str | None = None) -> Any:
         """One of the session scripts on the list and its write memory, with the
-        store's durability."""
+        store's durability; ``wid``: the id the memory keeps for the call."""
         keys = (key, self.keys.writes(key))
-        return self._conn.script(lua, keys, args, replicas=self._conn.replicas(None))
+        replicas = self._conn.replicas(None)
+        return self._conn.script(lua, keys, args, replicas=replicas, wid=wid)
 
     def register(self, user: str, session_id: str) -> None:
         """Add the session to ``user``'s index, before the write it registers."""

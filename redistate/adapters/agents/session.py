@@ -146,11 +146,11 @@ class RedistateSession(SessionABC):
             await asyncio.to_thread(self._sync.register, self.user, self.session_id)
         self._registered = True
 
-    async def _script(self, lua: Script, args: Sequence[Any]) -> Any:
+    async def _script(self, lua: Script, args: Sequence[Any], wid: str | None = None) -> Any:
         if self._async is not None:
-            return await self._async.run(lua, self._key, args)
+            return await self._async.run(lua, self._key, args, wid)
         assert self._sync is not None
-        return await asyncio.to_thread(self._sync.run, lua, self._key, args)
+        return await asyncio.to_thread(self._sync.run, lua, self._key, args, wid)
 
     def _decode(self, data: bytes) -> TResponseInputItem:
         return cast("TResponseInputItem", self._codec.decode(data, self._context))
@@ -199,12 +199,11 @@ class RedistateSession(SessionABC):
             if len(data) > self._max_bytes:
                 raise StateTooLarge(len(data), self._max_bytes, self._key)
             encoded.append(data)
-        args = AgentsAddArgs(
-            self._ttl_ms, self._max_items, self._memory_ms, new_write_id(), tuple(encoded)
-        )
+        wid = new_write_id()
+        args = AgentsAddArgs(self._ttl_ms, self._max_items, self._memory_ms, wid, tuple(encoded))
         if not self._registered:
             await self._register()
-        await _to_the_end(self._script(_ADD, args.argv()))
+        await _to_the_end(self._script(_ADD, args.argv(), wid))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; None if there is none.
@@ -219,8 +218,9 @@ class RedistateSession(SessionABC):
 
     async def clear_session(self) -> None:
         """Delete every item of the session."""
-        args = AgentsClearArgs(self._memory_ms, new_write_id())
-        await _to_the_end(self._script(_CLEAR, args.argv()))
+        wid = new_write_id()
+        args = AgentsClearArgs(self._memory_ms, wid)
+        await _to_the_end(self._script(_CLEAR, args.argv(), wid))
 
     def __repr__(self) -> str:
         user = "" if self.user is None else f", user={self.user!r}"

@@ -13,7 +13,10 @@ ARGV[4]  ttl in ms for every key of the task; "0" = no expiry
 ARGV[5]  "1" = follow the task's current expiry (the checkpoint list's; ARGV[4] if the
          task has no checkpoint yet), "0" = set ARGV[4] on every key
 ARGV[6]  lease value the write is guarded by, or "" (unguarded)
-ARGV[7]  how long (ms) a delta id is remembered; "0" = nothing is remembered
+ARGV[7]  the write memory (rs_memory): how long (ms) a delta id is remembered ("0" =
+         nothing is remembered), whether to look it up (a resend, or an id the caller
+         chose: it may be sent again as a new call), and an ack
+memory   KEYS[5] ARGV[7]
 ARGV[8]  optional: "=<snapshot id>" ("=" alone: no checkpoint) when the blob is sealed
          for the checkpoint it follows (signing keys): appended only if the newest
          checkpoint is that one; absent or "": whichever is newest
@@ -27,7 +30,7 @@ errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds t
 Every key of a task always carries the same expiry: the log never outlives its task.
 ]]
 local id, limit, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
-local memory_ms = rs_ttl(ARGV[7])
+local memory_ms, resend, ack = rs_memory(ARGV[7])
 local sealed_for = ARGV[8] or ''
 if (sealed_for ~= '' and (not string.match(sealed_for, '^=[%w_-]*$') or #sealed_for > 65))
     or not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^%d+$')
@@ -38,7 +41,7 @@ end
 local length = redis.call('LLEN', KEYS[3])
 local last = redis.call('LINDEX', KEYS[3], -1)
 if (last and string.match(last, '^D1,([%w_-]+),') == id)
-    or (memory_ms > 0 and redis.call('ZSCORE', KEYS[5], id)) then
+    or (memory_ms > 0 and resend and redis.call('ZSCORE', KEYS[5], id)) then
   rs_resent(KEYS[5], id, 0, memory_ms)
   return {0, length}
 end
@@ -62,5 +65,8 @@ end
 for _, i in ipairs({1, 2, 3, 6}) do
   if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
 end
-if memory_ms > 0 then rs_remember(KEYS[5], id, now_us, now_us, memory_ms) end
+if memory_ms > 0 then
+  rs_forget(KEYS[5], ack)
+  rs_remember(KEYS[5], id, now_us, now_us, memory_ms)
+end
 return {1, length + 1}

@@ -11,7 +11,9 @@ ARGV[3]  keep: how many checkpoints the history holds (1-100000)
 ARGV[4]  ttl in ms for every key of the task; "0" = no expiry
 ARGV[5]  fence of the lease the write is made under; "0" = none
 ARGV[6]  lease value the write is guarded by, or "" (unguarded)
-ARGV[7]  how long (ms) a checkpoint id is remembered; "0" = not at all
+ARGV[7]  the write memory (rs_memory): how long (ms) a checkpoint id is remembered ("0"
+         = not at all), whether this is a resend, and an ack
+memory   KEYS[5] ARGV[7]
 ARGV[8]  "1": the caller chose the id (look for it in the whole history); "0": the
          client generated it (unique: only a resend, remembered in KEYS[5], can repeat it)
 returns  {1, entry}: saved, entry is its id-list element;
@@ -29,7 +31,7 @@ order, so the newest readable one is the first from the head: a save costs O(1) 
 history's length, except a caller-chosen id or a resend, which scan it (O(keep)).
 ]]
 local id, keep, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
-local memory_ms = rs_ttl(ARGV[7])
+local memory_ms, resend, ack = rs_memory(ARGV[7])
 if not string.match(id, '^[%w_-]+$') or #id > 64 or not string.match(ARGV[3], '^%d+$')
     or keep < 1 or keep > 100000 or not ttl_ms or not string.match(ARGV[5], '^%d+$')
     or not memory_ms then
@@ -39,7 +41,8 @@ local given = ARGV[8]
 if given ~= '0' and given ~= '1' then
   return redis.error_reply('RSARG malformed arguments to checkpoint_save')
 end
-local remembered = memory_ms > 0 and redis.call('ZSCORE', KEYS[5], id)
+-- A generated id is new unless this is a resend; a chosen one may be saved again.
+local remembered = memory_ms > 0 and (resend or given == '1') and redis.call('ZSCORE', KEYS[5], id)
 if given == '1' or remembered then
   local entries = redis.call('LRANGE', KEYS[2], 0, -1)
   for i, entry in ipairs(entries) do
@@ -95,5 +98,8 @@ redis.call('DEL', KEYS[3])
 for _, i in ipairs({1, 2, 6}) do
   if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
 end
-if memory_ms > 0 then rs_remember(KEYS[5], id, now_us, now_us, memory_ms) end
+if memory_ms > 0 then
+  rs_forget(KEYS[5], ack)
+  rs_remember(KEYS[5], id, now_us, now_us, memory_ms)
+end
 return {1, entry}

@@ -108,6 +108,30 @@ local function rs_remember(key, id, score, now_us, memory_ms, first)
   end
 end
 
+-- The write memory's argument, "<memory_ms>[r][:<ack>]": how long (ms) ids are
+-- remembered ("0": not at all); "r" when the client sends the call again after a
+-- failure (only a resend looks itself up: a first send's id is new, so it cannot be
+-- in the memory); ack: the id of one of this client's calls on this entity that has
+-- returned (it is never sent again, so its entry can go and a write replacing it
+-- need not remember it). Returns memory_ms, resend, ack ('' if none); nil if malformed.
+local function rs_memory(arg)
+  local ms, r, rest = string.match(arg, '^(%d+)(r?)(.*)$')
+  if not ms then return nil end
+  local ack = ''
+  if rest ~= '' then
+    ack = string.match(rest, '^:([%w_,-]+)$')
+    if not ack or #ack > 64 then return nil end
+  end
+  local memory_ms = rs_ttl(ms)
+  if not memory_ms then return nil end
+  return memory_ms, r == 'r', ack
+end
+
+-- Drop the entry of the client's returned call `ack` (see rs_memory), if it has one.
+local function rs_forget(key, ack)
+  if ack ~= '' then redis.call('ZREM', key, ack) end
+end
+
 local function rs_now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])

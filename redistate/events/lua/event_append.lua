@@ -17,7 +17,9 @@ ARGV[7]  this event's digest, SHA-256 hex over ARGV[1..6] in canonical form (com
          with signing keys a seal "<key id>:<HMAC-SHA-256 hex>" (ARGV[1] may be either)
 ARGV[8]  lease value "<token>,<fence>" the append is guarded by, or ""
 ARGV[9]  the append's write id ([A-Za-z0-9_-], 1-32 chars)
-ARGV[10] how long (ms) write ids are remembered; "0" = nothing is remembered
+ARGV[10] the write memory (rs_memory): how long (ms) write ids are remembered ("0" =
+         nothing is remembered), whether this is a resend, and an ack
+memory   KEYS[4] ARGV[10]
 returns  {1, id}: appended, `id` the stream id (server time);
          {0, digest, seq}: the chain ends elsewhere ("" and 0 when empty); nothing written;
          {2, id}: a resend of an append already made; `id` is "" if no longer among the
@@ -32,7 +34,7 @@ local function digest_ok(s)
   local kid = string.match(s, '^([%w_-]+):' .. HEX64 .. '$')
   return kid ~= nil and #kid <= 32
 end
-local memory_ms = rs_ttl(ARGV[10])
+local memory_ms, resend, ack = rs_memory(ARGV[10])
 if (ARGV[1] ~= '' and not digest_ok(ARGV[1]))
     or not string.match(ARGV[2], '^[1-9]%d*$') or not string.match(ARGV[3], '^[%w_.:-]+$')
     or #ARGV[3] > 64 or not string.match(ARGV[4], '^%d+$') or not string.match(ARGV[5], '^%d+$')
@@ -49,7 +51,7 @@ local function field(fields, name)
   return nil
 end
 
-if memory_ms > 0 and redis.call('ZSCORE', KEYS[4], ARGV[9]) then
+if memory_ms > 0 and resend and redis.call('ZSCORE', KEYS[4], ARGV[9]) then
   for _, entry in ipairs(redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 64)) do
     if field(entry[2], 'd') == ARGV[7] then return {2, entry[1]} end
   end
@@ -77,6 +79,7 @@ local id = redis.call('XADD', KEYS[1], '*', 'n', ARGV[2], 't', ARGV[3], 's', ARG
   'at', ARGV[5], 'p', ARGV[6], 'prev', ARGV[1], 'd', ARGV[7])
 if memory_ms > 0 then
   local now_us = rs_now_us()
+  rs_forget(KEYS[4], ack)
   rs_remember(KEYS[4], ARGV[9], now_us, now_us, memory_ms)
 end
 return {1, id}

@@ -4,12 +4,16 @@ KEYS[2]  wake-up list waiters block on (BLPOP)
 KEYS[3]  the lock's recent writes: lease values released in the last ARGV[2] ms, so
          that a resent release reports the release it made
 ARGV[1]  the lease's value "<token>,<fence>"
-ARGV[2]  how long (ms) released values are remembered; "0" = not at all
+ARGV[2]  the write memory (rs_memory): how long (ms) released values are remembered
+         ("0" = not at all) and an ack (the value of this client's previous release);
+         looked up whether or not this is a resend, since only a lease no longer
+         held looks (a release of a lease released already reports it)
+memory   KEYS[3] ARGV[2]
 returns  1: released (now or by an earlier send of this release); 0: the lease was not
          held any more (expired or taken over): nothing was deleted
 errors   RSARG on malformed arguments.
 ]]
-local memory_ms = rs_ttl(ARGV[2])
+local memory_ms, _, ack = rs_memory(ARGV[2])
 if not memory_ms then return redis.error_reply('RSARG malformed arguments to lock_release') end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   if memory_ms > 0 and redis.call('ZSCORE', KEYS[3], ARGV[1]) then
@@ -25,6 +29,7 @@ redis.call('RPUSH', KEYS[2], '1')
 redis.call('PEXPIRE', KEYS[2], 60000)
 if memory_ms > 0 then
   local now_us = rs_now_us()
+  rs_forget(KEYS[3], ack)
   rs_remember(KEYS[3], ARGV[1], now_us, now_us, memory_ms)
 end
 return 1

@@ -8,8 +8,10 @@ ARGV[2]  the length in bytes of the value that was read (header included)
 ARGV[3]  the new payload: the folded state, encoded
 ARGV[4]  the new header tail "<schema>,<write_id>\n" (a fresh id: a resent call finds
          the tail changed and does nothing)
-ARGV[5]  how long (ms) write ids are remembered; "0" = nothing is remembered: the id
-         leaving the header is remembered (as by record_put), so its resend is known
+ARGV[5]  the write memory (rs_memory): how long (ms) write ids are remembered ("0" =
+         nothing is remembered): the id leaving the header is remembered (as by
+         record_put), so its resend is known; never a resend (nothing is looked up)
+memory   KEYS[2] ARGV[5]
 returns  1 = rewritten ("R1" again when nothing was appended since); 0 = nothing done:
          the record was replaced, deleted, compacted or (plain) changed since the read
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value.
@@ -20,7 +22,7 @@ between is kept: the header's fields are taken from the record as it is now.
 Unguarded: it changes no data, so a stale owner's call is harmless.
 ]]
 local folded = string.match(ARGV[2], '^%d+$') and tonumber(ARGV[2])
-local memory_ms = rs_ttl(ARGV[5])
+local memory_ms, _, ack = rs_memory(ARGV[5])
 if not folded or not memory_ms or not rs_tail_ok(ARGV[1]) or not rs_tail_ok(ARGV[4]) then
   return redis.error_reply('RSARG malformed arguments to record_compact')
 end
@@ -40,7 +42,8 @@ end
 redis.call('SET', KEYS[1], value, 'KEEPTTL')
 if memory_ms > 0 then
   local now_us = rs_now_us()
-  if upd >= math.floor(now_us / 1000) - memory_ms then
+  -- (A patched record's id is a merge's, which remembered itself.)
+  if upd >= math.floor(now_us / 1000) - memory_ms and not log and rs_wid(tail) ~= ack then
     rs_remember(KEYS[2], rs_wid(tail), version, now_us, memory_ms, true)
   end
 end

@@ -10,7 +10,9 @@ ARGV[3]  "1" = keep the record's TTL if it exists (ARGV[2] applies on create),
 ARGV[4]  this merge's header tail "<schema>,<write_id>\n": the record's tail when the
          merge creates it or turns a plain record into a patched one
 ARGV[5]  lease value "<token>,<fence>" the merge is guarded by, or "" (unguarded)
-ARGV[6]  how long (ms) write ids are remembered; "0" = nothing is remembered
+ARGV[6]  the write memory (rs_memory): how long (ms) write ids are remembered ("0" =
+         nothing is remembered), whether this is a resend, and an ack
+memory   KEYS[3] ARGV[6]
 ARGV[7]  the most payload bytes the record may hold (frames included)
 returns  the stored value after the merge (header and frames): the caller folds it;
          {3, version, value}: a resend of a merge applied earlier with this version;
@@ -31,7 +33,8 @@ Every merge remembers its own id with its own version (only a merge that turns a
 record into a patched one leaves its id in the header); versions as in record_put.
 ]]
 local patch, tail = ARGV[1], ARGV[4]
-local ttl_ms, memory_ms = rs_ttl(ARGV[2]), rs_ttl(ARGV[6])
+local ttl_ms = rs_ttl(ARGV[2])
+local memory_ms, resend, ack = rs_memory(ARGV[6])
 local digits, body_at = string.match(patch, '^(%d+):()')
 local max_bytes = string.match(ARGV[7], '^%d+$') and tonumber(ARGV[7])
 if not digits or tonumber(digits) ~= #patch - body_at + 1 or not ttl_ms or not memory_ms
@@ -40,7 +43,7 @@ if not digits or tonumber(digits) ~= #patch - body_at + 1 or not ttl_ms or not m
 end
 
 local wid = rs_wid(tail)
-if memory_ms > 0 then
+if memory_ms > 0 and resend then
   local seen = redis.call('ZSCORE', KEYS[3], wid)
   if seen then
     rs_resent(KEYS[3], wid, tonumber(seen), memory_ms)
@@ -97,10 +100,14 @@ else
   else
     redis.call('SET', KEYS[1], value)
   end
-  if version and memory_ms > 0 and upd >= now_ms - memory_ms then
+  if version and memory_ms > 0 and upd >= now_ms - memory_ms
+      and rs_wid(current_tail) ~= ack then
     -- The plain record's write leaves the header: a resend of it must still be known.
     rs_remember(KEYS[3], rs_wid(current_tail), version, now_us, memory_ms, true)
   end
 end
-if memory_ms > 0 then rs_remember(KEYS[3], wid, new_version, now_us, memory_ms) end
+if memory_ms > 0 then
+  rs_forget(KEYS[3], ack)
+  rs_remember(KEYS[3], wid, new_version, now_us, memory_ms)
+end
 return value

