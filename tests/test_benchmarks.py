@@ -187,3 +187,29 @@ def test_cli_startup_benchmark_prints_each_command_against_the_interpreter_basel
     for step in ("redis-py", "+ typer", "+ redistate.store", "+ running ls", "+ the embedded"):
         assert f"\n{step} " in done.stdout, step
     assert "judgement: `redistate --url URL ls` takes" in done.stdout
+
+
+def test_server_time_check_fails_a_row_that_doubles_against_the_bare_script(
+    tmp_path: Path,
+) -> None:
+    # The committed reference, each redistate row made a quarter as dear: a run at
+    # least half as dear as the reference is then over the 2x limit, and says so.
+    reference = json.loads((ROOT / "benchmarks" / "server_time.json").read_text())
+    for rows in reference.values():
+        for row in rows:
+            if row["side"] == "redistate":
+                row["x_script"] /= 4
+    cheap = tmp_path / "cheap.json"
+    cheap.write_text(json.dumps(reference))
+    args = ["--n", "200", "--check", str(cheap), "--json", str(tmp_path / "run.json")]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "server_time.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "server time regression: Redis 7 put 1 KB" in done.stderr
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert {r["op"] for r in run["Redis 7"]} >= {"put 1 KB", "events.append"}
+    assert "write memory of one key" in done.stdout

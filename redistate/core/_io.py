@@ -20,11 +20,13 @@ __all__ = [
     "AsyncWithGuard",
     "AwaitableInSync",
     "WithGuard",
+    "async_alive",
     "async_confirm",
     "async_event",
     "async_initialize",
     "async_lock",
     "async_finish",
+    "async_idle",
     "async_join",
     "async_lost",
     "async_offload",
@@ -33,11 +35,13 @@ __all__ = [
     "async_spawn",
     "async_stalled",
     "async_wait",
+    "sync_alive",
     "sync_confirm",
     "sync_event",
     "sync_initialize",
     "sync_lock",
     "sync_finish",
+    "sync_idle",
     "sync_join",
     "sync_lost",
     "sync_offload",
@@ -142,6 +146,30 @@ def sync_spawn(fn: Callable[[], None], name: str) -> Any:
     thread = threading.Thread(target=fn, name=name, daemon=True)
     thread.start()
     return thread
+
+
+def async_alive(handle: Any) -> bool:
+    """Whether a handle from :func:`async_spawn` still runs, on this event loop."""
+    if handle is None or handle.done():
+        return False
+    try:
+        return bool(handle.get_loop() is asyncio.get_running_loop())
+    except RuntimeError:
+        return False
+
+
+def sync_alive(handle: Any) -> bool:
+    return handle is not None and bool(handle.is_alive())
+
+
+def async_idle() -> float:
+    """How long (s) a background worker with nothing to do waits before it ends: a task
+    is cheap to start again (and must not outlive its loop's work); a thread is not."""
+    return 0.0
+
+
+def sync_idle() -> float:
+    return 30.0
 
 
 async def async_join(handle: Any) -> None:

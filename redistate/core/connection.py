@@ -124,6 +124,7 @@ class Connection:
         "memory_ms",
         "policy",
         "recovered",
+        "renewals",
         "resends",
         "timeout",
         "wait_ms",
@@ -186,6 +187,7 @@ class Connection:
         # Per write-memory key, the id of this client's latest call on it that has
         # returned: sent with the next call there, so the server drops its entry.
         self._acks: dict[str, str] = {}
+        self.renewals: Any = None  # the leases' renewer (redistate.leases.renewals)
         self.durability = durability
         self._replicas = check_durability(durability)
         self.wait_ms = check_replica_timeout(replica_timeout)

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 import warnings
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from ..core._io import (
     Event,
@@ -16,17 +17,15 @@ from ..core._io import (
     sync_confirm,
     sync_event,
     sync_finish,
-    sync_join,
     sync_resolve,
     sync_sleep,
-    sync_spawn,
     sync_stalled,
-    sync_wait,
 )
 from ..core.connection import Connection
 from ..core.errors import LockLost, LockTimeout, RedistateError
 from ..core.keys import KeySpace
 from ..core.scripts import script
+from .renewals import Renewals
 from .spec import (
     SHORT_WAIT,
     LockAbandonArgs,
@@ -50,6 +49,14 @@ from .spec import (
 )
 
 __all__ = ["Lease"]
+
+
+def _renewals(conn: Connection) -> Renewals:
+    """The store's one renewer (made on first use)."""
+    if conn.renewals is None:
+        conn.renewals = Renewals()
+    return cast("Renewals", conn.renewals)
+
 
 _ACQUIRE = script("lock_acquire").replying(LockAcquireReply.parse)
 _RELEASE = script("lock_release").replying(LockReleaseReply.parse)
@@ -102,8 +109,11 @@ class Lease(WithGuard):
         earlier holder's; kept after release, for logs."""
         self.lost: Event = sync_event()
         """Set once the lease is known lost (``lease.lost.is_set()``)."""
-        self._stop: Event = sync_event()
-        self._renewer: Any = None
+        self._stop = False  # released: the store's renewer skips it from now on
+        # Set while no renewal of this lease is in flight; release waits for it.
+        self._quiet: Event = sync_event()
+        self._quiet.set()
+        self._turn = threading.Lock()  # a renewal starts, or release stops it: not both
         self._used = False
         self._budget: float | None = None
         self._valid_until: float | None = None  # the local deadline, while held
@@ -192,7 +202,7 @@ class Lease(WithGuard):
             raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
         if self._used:  # a lease object taken again: a fresh token and fresh events
             self.token = new_token()
-            self.lost, self._stop = sync_event(), sync_event()
+            self.lost, self._stop = sync_event(), False
             self._why, self._reported = None, False
         self._used = True
         deadline = None if self.wait is None else time.monotonic() + self.wait
@@ -214,7 +224,9 @@ class Lease(WithGuard):
                 self._valid_until = valid_until(sent, max(reply.ttl_ms, 0))
                 self._renewed = sent
                 if self.renew:
-                    self._renewer = sync_spawn(self._renew_loop, f"renew {self.key}")
+                    self._quiet = sync_event()  # made anew: an event may belong to a loop
+                    self._quiet.set()
+                    _renewals(self._conn).add(self, self.token, sent + self.ttl_ms / 3000)
                 return self
             budget = wait_budget(deadline, time.monotonic(), reply.remaining_ms, self._conn.timeout)
             if deadline is not None and budget <= 0:
@@ -285,12 +297,12 @@ class Lease(WithGuard):
             LockLost: it was no longer held; the current holder's lock is untouched.
         """
         value = self.value
-        self._stop.set()
-        try:
-            sync_join(self._renewer)
-        except Exception:
-            pass  # the renewer's own failure is reported through lease.lost
-        self._renewer = None
+        with self._turn:
+            renewing = self.renew and not self._stop and self.fence is not None
+            self._stop = True
+        if renewing:
+            _renewals(self._conn).release()
+        self._quiet.wait()  # a renewal in flight finishes first
         self._valid_until = None
         if value is None:
             self._reported = True
@@ -305,17 +317,26 @@ class Lease(WithGuard):
             what = f"could not be released: it {self._why}"
             raise LockLost(lost_message(self.name, self.fence, what, self.key))
 
-    def _renew_loop(self) -> None:
-        # Every ttl/3 from when the last extend was *sent*, not from its reply: the
-        # server set the expiry no earlier, so reply latency does not eat the slack.
-        interval = self.ttl_ms / 3000
-        while not sync_wait(self._stop, max(self._renewed + interval - time.monotonic(), 0.0)):
-            if self.lost.is_set():
-                return  # a refused write or the deadline said so first
+    def _renews(self, token: str) -> bool:
+        """Whether the acquisition ``token`` names still holds and renews."""
+        return token == self.token and not self._stop and not self.lost.is_set()
+
+    def _renew_due(self, token: str) -> float | None:
+        """One renewal, run by the store's renewer when it is due; the monotonic time
+        the next is due, or None when renewal stops (released, or lost). Every ttl/3
+        from when the last extend was *sent*, not from its reply: the server set the
+        expiry no earlier, so reply latency does not eat the slack."""
+        with self._turn:
+            if self._stop or self.lost.is_set() or token != self.token:
+                # Released, or a refused write or the deadline said so first, or this
+                # is an earlier acquisition's turn.
+                return None
+            self._quiet.clear()
+        try:
             late = self._lateness()
             if late is not None:  # woken past the deadline: the loop (or process) stalled
                 self._mark_lost(late)
-                return
+                return None
             self._renewing = time.monotonic()
             try:
                 held = self._extend(self.ttl_ms)
@@ -327,7 +348,10 @@ class Lease(WithGuard):
                 self._renewing = None
             if not held:
                 self._mark_lost(why)
-                return
+                return None
+            return self._renewed + self.ttl_ms / 3000
+        finally:
+            self._quiet.set()
 
     def _mark_lost(self, why: str | None = None) -> None:
         """The lease is lost for good (``why``: what happened, kept for every later

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 import warnings
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from ..core._io import (
     AsyncEvent,
@@ -15,17 +16,15 @@ from ..core._io import (
     async_confirm,
     async_event,
     async_finish,
-    async_join,
     async_resolve,
     async_sleep,
-    async_spawn,
     async_stalled,
-    async_wait,
 )
 from ..core.connection_async import AsyncConnection
 from ..core.errors import LockLost, LockTimeout, RedistateError
 from ..core.keys import KeySpace
 from ..core.scripts import script
+from .renewals_async import AsyncRenewals
 from .spec import (
     SHORT_WAIT,
     LockAbandonArgs,
@@ -49,6 +48,14 @@ from .spec import (
 )
 
 __all__ = ["AsyncLease"]
+
+
+def _renewals(conn: AsyncConnection) -> AsyncRenewals:
+    """The store's one renewer (made on first use)."""
+    if conn.renewals is None:
+        conn.renewals = AsyncRenewals()
+    return cast("AsyncRenewals", conn.renewals)
+
 
 _ACQUIRE = script("lock_acquire").replying(LockAcquireReply.parse)
 _RELEASE = script("lock_release").replying(LockReleaseReply.parse)
@@ -101,8 +108,11 @@ class AsyncLease(AsyncWithGuard):
         earlier holder's; kept after release, for logs."""
         self.lost: AsyncEvent = async_event()
         """Set once the lease is known lost (``lease.lost.is_set()``)."""
-        self._stop: AsyncEvent = async_event()
-        self._renewer: Any = None
+        self._stop = False  # released: the store's renewer skips it from now on
+        # Set while no renewal of this lease is in flight; release waits for it.
+        self._quiet: AsyncEvent = async_event()
+        self._quiet.set()
+        self._turn = threading.Lock()  # a renewal starts, or release stops it: not both
         self._used = False
         self._budget: float | None = None
         self._valid_until: float | None = None  # the local deadline, while held
@@ -191,7 +201,7 @@ class AsyncLease(AsyncWithGuard):
             raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
         if self._used:  # a lease object taken again: a fresh token and fresh events
             self.token = new_token()
-            self.lost, self._stop = async_event(), async_event()
+            self.lost, self._stop = async_event(), False
             self._why, self._reported = None, False
         self._used = True
         deadline = None if self.wait is None else time.monotonic() + self.wait
@@ -213,7 +223,9 @@ class AsyncLease(AsyncWithGuard):
                 self._valid_until = valid_until(sent, max(reply.ttl_ms, 0))
                 self._renewed = sent
                 if self.renew:
-                    self._renewer = async_spawn(self._renew_loop, f"renew {self.key}")
+                    self._quiet = async_event()  # made anew: an event may belong to a loop
+                    self._quiet.set()
+                    _renewals(self._conn).add(self, self.token, sent + self.ttl_ms / 3000)
                 return self
             budget = wait_budget(deadline, time.monotonic(), reply.remaining_ms, self._conn.timeout)
             if deadline is not None and budget <= 0:
@@ -284,12 +296,12 @@ class AsyncLease(AsyncWithGuard):
             LockLost: it was no longer held; the current holder's lock is untouched.
         """
         value = self.value
-        self._stop.set()
-        try:
-            await async_join(self._renewer)
-        except Exception:
-            pass  # the renewer's own failure is reported through lease.lost
-        self._renewer = None
+        with self._turn:
+            renewing = self.renew and not self._stop and self.fence is not None
+            self._stop = True
+        if renewing:
+            _renewals(self._conn).release()
+        await self._quiet.wait()  # a renewal in flight finishes first
         self._valid_until = None
         if value is None:
             self._reported = True
@@ -304,19 +316,26 @@ class AsyncLease(AsyncWithGuard):
             what = f"could not be released: it {self._why}"
             raise LockLost(lost_message(self.name, self.fence, what, self.key))
 
-    async def _renew_loop(self) -> None:
-        # Every ttl/3 from when the last extend was *sent*, not from its reply: the
-        # server set the expiry no earlier, so reply latency does not eat the slack.
-        interval = self.ttl_ms / 3000
-        while not await async_wait(
-            self._stop, max(self._renewed + interval - time.monotonic(), 0.0)
-        ):
-            if self.lost.is_set():
-                return  # a refused write or the deadline said so first
+    def _renews(self, token: str) -> bool:
+        """Whether the acquisition ``token`` names still holds and renews."""
+        return token == self.token and not self._stop and not self.lost.is_set()
+
+    async def _renew_due(self, token: str) -> float | None:
+        """One renewal, run by the store's renewer when it is due; the monotonic time
+        the next is due, or None when renewal stops (released, or lost). Every ttl/3
+        from when the last extend was *sent*, not from its reply: the server set the
+        expiry no earlier, so reply latency does not eat the slack."""
+        with self._turn:
+            if self._stop or self.lost.is_set() or token != self.token:
+                # Released, or a refused write or the deadline said so first, or this
+                # is an earlier acquisition's turn.
+                return None
+            self._quiet.clear()
+        try:
             late = self._lateness()
             if late is not None:  # woken past the deadline: the loop (or process) stalled
                 await self._mark_lost(late)
-                return
+                return None
             self._renewing = time.monotonic()
             try:
                 held = await self._extend(self.ttl_ms)
@@ -328,7 +347,10 @@ class AsyncLease(AsyncWithGuard):
                 self._renewing = None
             if not held:
                 await self._mark_lost(why)
-                return
+                return None
+            return self._renewed + self.ttl_ms / 3000
+        finally:
+            self._quiet.set()
 
     async def _mark_lost(self, why: str | None = None) -> None:
         """The lease is lost for good (``why``: what happened, kept for every later
