@@ -26,9 +26,7 @@ def _held(backend: Backend, store: Store | AsyncStore, names: list[str]) -> list
         raw.close()
 
 
-def test_one_thread_renews_every_lease_of_a_store(
-    server_backend: Backend, namespace: str
-) -> None:
+def test_one_thread_renews_every_lease_of_a_store(server_backend: Backend, namespace: str) -> None:
     store = Store(server_backend.sync_client(), namespace=namespace)
     names = [f"l{i}" for i in range(10)]
     before = len(_renewer_threads())
