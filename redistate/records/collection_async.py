@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from ..core._backoff import backoff_delay
@@ -241,6 +242,7 @@ class AsyncCollection:
         ttl: TTL = DEFAULT,
         lease: Any = None,
         durability: Durability | None = None,
+        returning: bool = True,
     ) -> Record:
         """Apply an RFC 7386 merge patch atomically: no concurrent update is lost.
 
@@ -250,7 +252,12 @@ class AsyncCollection:
         (one more round trip; see redistate.records.mergelog). When the stored patches would pass
         ``max_bytes``, the merge is a compare-and-set instead (GET, merge in Python,
         write), which checks the merged record against ``max_bytes``.
-        The returned Record holds the data right after this merge. A merge whose reply
+        The returned Record holds the data right after this merge. With
+        ``returning=False`` its ``data`` is None (version and expiry are the merge's):
+        the reply is then a few bytes however large the record, and the client
+        decodes nothing: a merge into a 100 KB profile costs 1.4x one into a 1 KB one
+        (3.8x returning the value; one merge in 16, by chance, reads the record to fold
+        its patches back). A merge whose reply
         was lost and that was sent again (see RELIABILITY.md) is applied once; the
         resend returns the record as it is now, with ``data=None`` if it has been
         deleted or has expired since.
@@ -275,6 +282,7 @@ class AsyncCollection:
             keep=keep,
             lease=guard,
             memory_ms=self._conn.memory_ms,
+            brief=not returning,
         )
         reply = await self._conn.script(
             _MERGE, keys, args.argv(), replicas=replicas, lease=lease, wid=wid
@@ -293,7 +301,26 @@ class AsyncCollection:
             )
         if merged.compact is not None:
             await self._compact(key, merged.compact, wid)
+        elif merged.refold:
+            await self._refold(key, wid)
+        if not returning and merged.record.data is not None:
+            return replace(merged.record, data=None)  # a recognised resend read it
         return merged.record
+
+    async def _refold(self, key: str, wid: str) -> None:
+        """A brief merge's turn to fold the record's patches back: read it, then as
+        :meth:`_compact` (a failure is not the merge's)."""
+        try:
+            raw = await self._conn.get(key)
+        except RedistateError:
+            return
+        if raw is None or not raw.startswith(b"M1,"):
+            return  # gone, or folded back meanwhile
+        try:
+            compact = self.spec.compaction(key, raw)
+        except RedistateError:
+            return  # damaged or foreign: whoever reads it is told
+        await self._compact(key, compact, wid)
 
     async def _compact(self, key: str, compact: Compaction, wid: str) -> None:
         """Fold the record's patches back (one script; it keeps what was appended since).

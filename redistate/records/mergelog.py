@@ -11,13 +11,22 @@ writes the folded state back (``record_compact``), which keeps what was appended
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any, Final
 
 from ..core.errors import IntegrityError
 from .mergepatch import merge_patch
 
-__all__ = ["COMPACT_AT", "COMPACT_EVERY", "fold", "frame", "frames", "should_compact"]
+__all__ = [
+    "COMPACT_AT",
+    "COMPACT_EVERY",
+    "compact_by_chance",
+    "fold",
+    "frame",
+    "frames",
+    "should_compact",
+]
 
 COMPACT_AT: Final = 16
 """Patches a record may carry before the next merge folds them back."""
@@ -62,6 +71,13 @@ def fold(parts: list[bytes], decode: Callable[[bytes], Any]) -> Any:
     for part in parts[1:]:
         data = merge_patch(data, decode(part))
     return data
+
+
+def compact_by_chance() -> bool:
+    """Whether a merge that did not read its record back (and so cannot count its
+    patches) folds them back: one in COMPACT_AT, so a record's patches number about
+    COMPACT_AT between folds whoever merges (``max_bytes`` bounds them in any case)."""
+    return random.random() < 1 / COMPACT_AT
 
 
 def should_compact(patches: int) -> bool:

@@ -24,7 +24,7 @@ from ..core.keys import KeySpace
 from ..core.migrations import Migrations
 from ..core.signing import SigningKeys
 from ..leases.spec import guard_args
-from .mergelog import fold, frames, should_compact
+from .mergelog import compact_by_chance, fold, frames, should_compact
 from .mergelog import frame as patch_frame
 
 __all__ = [
@@ -145,6 +145,8 @@ class Merged(NamedTuple):
 
     record: Record
     compact: Compaction | None
+    # A brief merge's turn to fold the patches back, which needs the value read first.
+    refold: bool = False
 
 
 # -- script arguments and replies (see each script's header in redistate/lua) ---------
@@ -222,9 +224,11 @@ class RecordMergeArgs:
     lease: str
     memory_ms: int
     max_bytes: int  # the most payload bytes the record may hold
+    brief: bool = False  # reply the header fields, not the value
 
     def argv(self) -> tuple[Any, ...]:
         keep = _flag(self.keep)
+        brief = ("1",) if self.brief else ()
         return (
             self.patch,
             self.ttl_ms,
@@ -233,6 +237,7 @@ class RecordMergeArgs:
             self.lease,
             self.memory_ms,
             self.max_bytes,
+            *brief,
         )
 
 
@@ -242,6 +247,7 @@ class MergeStatus(Enum):
     APPENDED = "appended"  # the reply is the stored value after the merge
     RESENT = 3  # a merge applied earlier: nothing changed
     REFUSED = 4  # not appended (too large, or another schema): merge by compare-and-set
+    BRIEF = 5  # appended; the reply holds the header fields, not the value
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +261,7 @@ class RecordMergeReply:
     value: bytes | None = None
     version: int = 0
     size: int = 0
+    expires_ms: int = 0  # (BRIEF) the record's expiry; 0 = none
 
     @classmethod
     def parse(cls, reply: Any) -> RecordMergeReply:
@@ -263,6 +270,9 @@ class RecordMergeReply:
         status = MergeStatus(int(reply[0]))
         if status is MergeStatus.REFUSED:
             return cls(status, size=int(reply[1]))
+        if status is MergeStatus.BRIEF:
+            version, expires_ms, _ = reply[1].split(b",")
+            return cls(status, version=int(version), expires_ms=int(expires_ms))
         current = reply[2] if len(reply) > 2 else None  # fakeredis reports a nil
         return cls(status, current, int(reply[1]))
 
@@ -610,11 +620,13 @@ class RecordSpec:
         keep: bool,
         lease: str = "",
         memory_ms: int = 0,
+        brief: bool = False,
     ) -> RecordMergeArgs:
-        """The arguments of record_merge for an encoded patch (see :meth:`encode`)."""
+        """The arguments of record_merge for an encoded patch (see :meth:`encode`);
+        ``brief``: the reply holds the new version and expiry, not the value."""
         write = tail(self.schema, write_id)
         patch = patch_frame(self.sealed(key, self.schema, write_id, payload))
-        return RecordMergeArgs(patch, ttl_ms, keep, write, lease, memory_ms, self.max_bytes)
+        return RecordMergeArgs(patch, ttl_ms, keep, write, lease, memory_ms, self.max_bytes, brief)
 
     def merged(self, entity_id: str, key: str, reply: RecordMergeReply) -> Merged | None:
         """A record_merge reply as the record after the merge; None when the patch did
@@ -622,6 +634,11 @@ class RecordSpec:
         A recognised resend reports the record as it is now (data None if it is gone)."""
         if reply.status is MergeStatus.REFUSED:
             return None
+        if reply.status is MergeStatus.BRIEF:
+            # Not read back: the patches are not counted, so a brief merge folds them
+            # back by chance (one in COMPACT_AT, about as often as counting would).
+            expiry = _expiry(reply.expires_ms)
+            return Merged(Record(entity_id, None, reply.version, expiry), None, compact_by_chance())
         value = reply.value
         if reply.status is MergeStatus.APPENDED and value is not None:
             env = unpack(key, value)

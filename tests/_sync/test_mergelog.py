@@ -766,3 +766,60 @@ def test_a_failed_compaction_does_not_fail_the_merge_it_follows(
     assert stored.startswith(b"M1,")  # not folded back: the compaction was refused
     got = coll.get("full")
     assert got is not None and got.data == want and got.version == rec.version
+
+
+# -- merges that do not read the record back ---------------------------------------------
+
+
+def test_a_merge_not_returning_the_value_replies_small_and_still_folds(
+    store: Store, backend: Backend
+) -> None:
+    coll = store.users
+    big = {f"field{i}": "x" * 100 for i in range(1000)}  # ~110 KB
+    coll.put("u", big)
+    key = coll.spec.key("u")
+    keys, _ = coll.spec.guarded_keys("u", key, None)
+    payload = coll.spec.encode(key, {"n": 0})
+    args = coll.spec.merge_args(key, payload, 0, "brief-1", keep=True, brief=True).argv()
+    reply = coll._conn.script(_MERGE, keys, args)
+    assert int(reply[0]) == 5 and len(reply[1]) < 64  # the fields, not 110 KB
+    versions = [unpack(key, backend.raw().get(key)).version]
+    assert int(reply[1].split(b",")[0]) == versions[0]
+    folds = 0
+    for n in range(1, 200):
+        rec = coll.merge("u", {"n": n, f"k{n}": n}, returning=False)
+        assert rec.data is None and rec.version > versions[-1] and rec.expires_at is None
+        versions.append(rec.version)
+        stored = backend.raw().get(key)
+        assert unpack(key, stored).version == rec.version
+        folds += not stored.startswith(b"M1,")
+    # Folded back now and then (one merge in 16 by chance), never losing a patch.
+    assert folds >= 1, folds
+    got = coll.get("u")
+    assert got is not None and got.version == versions[-1]
+    assert got.data == {**big, "n": 199, **{f"k{n}": n for n in range(1, 200)}}
+    # Bounded: patches pile up only until a fold.
+    env = unpack(key, backend.raw().get(key))
+    assert not env.log or len(frames(key, env.payload)) < 150
+
+
+def test_a_merge_not_returning_the_value_is_resent_once(
+    store: Store, backend: Backend
+) -> None:
+    coll = store.users
+    key = coll.spec.key("r")
+    keys, _ = coll.spec.guarded_keys("r", key, None)
+    coll.put("r", {"a": 1})
+    payload = coll.spec.encode(key, {"b": 2})
+    memory = coll._conn.memory_ms
+    args = coll.spec.merge_args(
+        key, payload, 0, "brief-r", keep=True, memory_ms=memory, brief=True
+    ).argv()
+    first = coll._conn.script(_MERGE, keys, args)
+    version = int(first[1].split(b",")[0])
+    again = coll._conn.script(_MERGE, keys, resent(_MERGE, args))
+    assert [int(again[0]), int(again[1])] == [3, version]  # recognised: not appended again
+    got = coll.get("r")
+    assert got is not None and got.data == {"a": 1, "b": 2} and got.version == version
+    with pytest.raises(RedistateError, match="RSARG"):
+        coll._conn.script(_MERGE, keys, (*args[:7], "2"))

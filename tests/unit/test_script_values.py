@@ -129,7 +129,7 @@ ARGV_CASES: list[tuple[str, Any, list[tuple[Any, str]]]] = [
     ),
     (
         "record_merge",
-        RecordMergeArgs(b"2:{}", 1000, False, b"1,w\n", "tok,3", 9, 4096),
+        RecordMergeArgs(b"2:{}", 1000, False, b"1,w\n", "tok,3", 9, 4096, brief=True),
         [
             (b"2:{}", "the patch as one frame"),
             (1000, "ttl in ms"),
@@ -138,6 +138,7 @@ ARGV_CASES: list[tuple[str, Any, list[tuple[Any, str]]]] = [
             ("tok,3", "lease value"),
             (9, "write ids are remembered"),
             (4096, "the most payload bytes"),
+            ("1", "optional"),
         ],
     ),
     (

@@ -14,7 +14,10 @@ ARGV[6]  the write memory (rs_memory): how long (ms) write ids are remembered ("
          nothing is remembered), whether this is a resend, and an ack
 memory   KEYS[3] ARGV[6]
 ARGV[7]  the most payload bytes the record may hold (frames included)
+ARGV[8]  optional: "1" = reply {5, fields} instead of the value (the caller does not
+         want the merged data: the reply stays small however large the record)
 returns  the stored value after the merge (header and frames): the caller folds it;
+         {5, "<version>,<expires_ms>,<updated_ms>"}: appended, with ARGV[8] "1";
          {3, version, value}: a resend of a merge applied earlier with this version;
          nothing changed; value is the current one (absent: no third element);
          {4, bytes}: not appended, nothing changed: the payload would grow to bytes,
@@ -37,6 +40,10 @@ local ttl_ms = rs_ttl(ARGV[2])
 local memory_ms, resend, ack = rs_memory(ARGV[6])
 local digits, body_at = string.match(patch, '^(%d+):()')
 local max_bytes = string.match(ARGV[7], '^%d+$') and tonumber(ARGV[7])
+local brief = ARGV[8] or ''
+if brief ~= '' and brief ~= '1' then
+  return redis.error_reply('RSARG malformed arguments to record_merge')
+end
 if not digits or tonumber(digits) ~= #patch - body_at + 1 or not ttl_ms or not memory_ms
     or (ARGV[3] ~= '0' and ARGV[3] ~= '1') or not rs_tail_ok(tail) or not max_bytes then
   return redis.error_reply('RSARG malformed arguments to record_merge')
@@ -86,7 +93,7 @@ if log then
   if not keep then
     if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[1], ttl_ms) else redis.call('PERSIST', KEYS[1]) end
   end
-  value = redis.call('GET', KEYS[1])
+  if brief == '' then value = redis.call('GET', KEYS[1]) end
 else
   local base = ''
   if version then base = string.sub(redis.call('GET', KEYS[1]), 49 + #current_tail) end
@@ -110,4 +117,5 @@ if memory_ms > 0 then
   rs_forget(KEYS[3], ack)
   rs_remember(KEYS[3], wid, new_version, now_us, memory_ms)
 end
+if brief == '1' then return {5, fields} end
 return value
