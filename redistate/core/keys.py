@@ -35,6 +35,7 @@ _ESCAPES: Final = {c: f"%{ord(c):02X}" for c in "%{}*?[]\\"}
 _ESCAPE_TABLE: Final = str.maketrans(_ESCAPES)
 _UNESCAPE_RE: Final = re.compile("|".join(re.escape(v) for v in _ESCAPES.values()))
 _UNESCAPES: Final = {v: k for k, v in _ESCAPES.items()}
+_ESCAPED_BYTE: Final = re.compile(rb"[%{}*?\[\]\\]")  # a byte escape_id never leaves
 
 # No ':' in a namespace: "app" must not be a prefix of another namespace's keys.
 _NAMESPACE_RE: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -79,7 +80,7 @@ def check_kind(kind: str) -> str:
 class KeySpace:
     """Builds every key of one namespace."""
 
-    __slots__ = ("_record_prefixes", "namespace")
+    __slots__ = ("_record_openings", "_record_prefixes", "namespace")
 
     def __init__(self, namespace: str = "redistate") -> None:
         if not isinstance(namespace, str) or not _NAMESPACE_RE.fullmatch(namespace):
@@ -88,6 +89,7 @@ class KeySpace:
             )
         self.namespace = namespace
         self._record_prefixes: dict[str, str] = {}
+        self._record_openings: dict[str, bytes] = {}  # b"ns:kind:{"
 
     def _prefix(self, kind: str) -> str:
         prefix = self._record_prefixes.get(kind)
@@ -117,6 +119,23 @@ class KeySpace:
             InvalidId: ``key`` is not one :meth:`record` builds (a foreign key can
                 still match the SCAN pattern, e.g. ``ns:kind:{a*b}``).
         """
+        if isinstance(key, bytes):
+            # The common case, one check and no rebuild: an id with nothing to escape
+            # is its own escaped form (the SCAN pattern already fixed the prefix).
+            prefix_bytes = self._record_openings.get(kind)
+            if prefix_bytes is None:
+                prefix_bytes = self._record_openings[kind] = self._prefix(kind).encode() + b"{"
+            inner = key[len(prefix_bytes) : -1]
+            if (
+                key.startswith(prefix_bytes)
+                and key.endswith(b"}")
+                and 0 < len(inner) <= MAX_ID_BYTES
+                and _ESCAPED_BYTE.search(inner) is None
+            ):
+                try:
+                    return inner.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # refused below, as a key record() cannot build
         try:
             text = key.decode("utf-8") if isinstance(key, bytes) else key
             prefix = self._prefix(kind)

@@ -296,8 +296,10 @@ def test_record_id_of_special_id() -> None:
     ],
 )
 def test_record_id_rejects_foreign_keys(key: str | bytes) -> None:
-    with pytest.raises(InvalidId):
-        KeySpace("ns").record_id("notes", key)
+    # As a str and as the bytes SCAN returns (a shorter path for ids with nothing escaped).
+    for form in {key, key.encode() if isinstance(key, str) else key}:
+        with pytest.raises(InvalidId):
+            KeySpace("ns").record_id("notes", form)
 
 
 @pytest.mark.parametrize(
@@ -316,8 +318,17 @@ def test_record_id_rejects_keys_the_scan_pattern_matches_but_record_never_builds
 ) -> None:
     # Every one of these matches record_pattern("notes") == "ns:notes:{*}", so a SCAN for
     # ids() returns them if they exist; record_id must refuse them, not invent an id.
+    for form in {key, key.encode() if isinstance(key, str) else key}:
+        with pytest.raises(InvalidId):
+            KeySpace("ns").record_id("notes", form)
+
+
+def test_record_id_of_bytes_refuses_an_id_over_the_limit() -> None:
+    ks = KeySpace("ns")
+    at_limit = "a" * 512
+    assert ks.record_id("notes", ks.record("notes", at_limit).encode()) == at_limit
     with pytest.raises(InvalidId):
-        KeySpace("ns").record_id("notes", key)
+        ks.record_id("notes", b"ns:notes:{" + b"a" * 513 + b"}")
 
 
 def test_a_namespace_cannot_contain_a_colon() -> None:
