@@ -490,3 +490,25 @@ def test_the_write_memory_is_trimmed_to_its_window(
         sizes.append(raw.zcard(memory))
     assert time.monotonic() - started > 0.05  # the writes spanned ten windows at least
     assert 0 < max(sizes) < 500, max(sizes)
+
+
+def test_a_resent_fold_named_like_the_value_it_read_does_not_fold_twice(
+    store: Store, other: Store
+) -> None:
+    """A brief merge that made the record patched (its id is the header's) and then
+    folds it back by chance (``_refold``) names the folded value by that same id. A
+    merge lands between the read and the fold, the fold's reply is lost: the resend
+    must find the value changed, not fold bytes that moved."""
+    spec = store.users.spec
+    key = spec.key("u")
+    store.users.merge("u", {"a": 1})  # creates it patched: its id is the header's
+    raw = store._conn.get(key)
+    assert raw is not None and raw.startswith(b"M1,")
+    wid = raw.split(b"\n", 1)[0].rsplit(b",", 1)[1].decode()
+    compaction = spec.compaction(key, raw)  # what _refold reads
+    other.users.merge("u", {"b": "x" * 200})  # appended after the read
+    lost = LostReplies(store.client, "EVALSHA").arm()
+    store.users._compact(key, compaction, wid)  # as _refold does for that merge
+    assert lost.lost == 1 and store._conn.recovered == 1
+    got = other.users.get("u")
+    assert got is not None and got.data == {"a": 1, "b": "x" * 200}
