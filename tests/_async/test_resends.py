@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 
-from redistate import AsyncStore, LockLost, RetryPolicy, StoreUnavailable
+from redistate import AsyncStore, LockLost, RetryPolicy, SigningKeys, StoreUnavailable
 from redistate.core._io import async_sleep
 from redistate.core.scripts import script
 from tests.conftest import Backend
@@ -511,3 +511,45 @@ async def test_a_resent_fold_named_like_the_value_it_read_does_not_fold_twice(
     assert lost.lost == 1 and store._conn.recovered == 1
     got = await other.users.get("u")
     assert got is not None and got.data == {"a": 1, "b": "x" * 200}
+
+
+async def test_a_resealed_delta_resent_after_a_save_is_not_logged_again(
+    backend: Backend, namespace: str
+) -> None:
+    """With signing keys a delta sealed for a stale checkpoint is sent once more: that
+    second call must not carry the id the first call's return acked, or a save made
+    before the second call's resend drops it from the memory and the resend logs the
+    delta again."""
+    signing = SigningKeys({"s1": b"k" * 32}, "s1")
+    store = AsyncStore(backend.async_client(), namespace=namespace, signing=signing)
+    other = AsyncStore(backend.async_client(), namespace=namespace, signing=signing)
+    try:
+        await store.checkpoints.save("t", {"n": 0})
+        await other.checkpoints.save("t", {"n": 1})  # store's snapshot is stale now
+
+        async def save_meanwhile() -> None:
+            await store.checkpoints.save("t", {"n": 2})
+
+        lost = LostReplies(store.client, "EVALSHA", save_meanwhile)
+        execute, sha = lost._execute_command, script("checkpoint_log").sha
+        armed = False
+
+        async def second_lost(*args: Any, **options: Any) -> Any:
+            nonlocal armed
+            reply = await execute(*args, **options)
+            if not armed and str(args[0]).upper() == "EVALSHA" and args[1] == sha:
+                armed = True  # the first send was refused (resealed): lose the next one's
+                lost.arm()
+            return reply
+
+        client: Any = store.client
+        client.execute_command = second_lost  # shadows LostReplies' own
+        await store.checkpoints.log("t", {"d": 1})
+        assert lost.lost == 1
+        restored = await store.checkpoints.restore("t")
+        assert restored is not None and restored.checkpoint is not None
+        # The delta followed {"n": 1}, which the save compacted away; not logged again.
+        assert restored.state == {"n": 2} and restored.deltas_applied == 0
+    finally:
+        await store.aclose()
+        await other.aclose()
