@@ -202,6 +202,8 @@ class AsyncCheckpoints:
                 self._snapshot(task_id, snapshot)
                 return reply.length
             snapshot = reply.snapshot
+            if delta_id is None:  # acked as it returned: the next send is a new call
+                did = wid = new_checkpoint_id()
         raise ConflictError(keys[2], -1, -1)
 
     async def latest(self, task_id: str) -> Checkpoint | None:

@@ -327,7 +327,11 @@ class AsyncCollection:
         Only a representation change: its failure is not the merge's, and a later due
         merge tries again. The folded record is named by ``wid``, the id of the merge
         that asked for it, which that merge's memory entry already holds: a later
-        write replacing it leaves nothing new to remember."""
+        write replacing it leaves nothing new to remember. Unless the value read is
+        already named by ``wid`` (that merge made the record patched): a fresh id
+        then, or a resent fold would find the value unchanged and fold it again."""
+        if compact.tail.endswith(b"," + wid.encode() + b"\n"):
+            wid = new_write_id()
         args = self.spec.compact_args(key, compact, wid, self._conn.memory_ms)
         if args is None:
             return

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from redistate import Store, LockLost, RetryPolicy, StoreUnavailable
+from redistate import Store, LockLost, RetryPolicy, SigningKeys, StoreUnavailable
 from redistate.core._io import sync_sleep
 from redistate.core.scripts import script
 from tests.conftest import Backend
@@ -490,3 +490,67 @@ def test_the_write_memory_is_trimmed_to_its_window(
         sizes.append(raw.zcard(memory))
     assert time.monotonic() - started > 0.05  # the writes spanned ten windows at least
     assert 0 < max(sizes) < 500, max(sizes)
+
+
+def test_a_resent_fold_named_like_the_value_it_read_does_not_fold_twice(
+    store: Store, other: Store
+) -> None:
+    """A brief merge that made the record patched (its id is the header's) and then
+    folds it back by chance (``_refold``) names the folded value by that same id. A
+    merge lands between the read and the fold, the fold's reply is lost: the resend
+    must find the value changed, not fold bytes that moved."""
+    spec = store.users.spec
+    key = spec.key("u")
+    store.users.merge("u", {"a": 1})  # creates it patched: its id is the header's
+    raw = store._conn.get(key)
+    assert raw is not None and raw.startswith(b"M1,")
+    wid = raw.split(b"\n", 1)[0].rsplit(b",", 1)[1].decode()
+    compaction = spec.compaction(key, raw)  # what _refold reads
+    other.users.merge("u", {"b": "x" * 200})  # appended after the read
+    lost = LostReplies(store.client, "EVALSHA").arm()
+    store.users._compact(key, compaction, wid)  # as _refold does for that merge
+    assert lost.lost == 1 and store._conn.recovered == 1
+    got = other.users.get("u")
+    assert got is not None and got.data == {"a": 1, "b": "x" * 200}
+
+
+def test_a_resealed_delta_resent_after_a_save_is_not_logged_again(
+    backend: Backend, namespace: str
+) -> None:
+    """With signing keys a delta sealed for a stale checkpoint is sent once more: that
+    second call must not carry the id the first call's return acked, or a save made
+    before the second call's resend drops it from the memory and the resend logs the
+    delta again."""
+    signing = SigningKeys({"s1": b"k" * 32}, "s1")
+    store = Store(backend.sync_client(), namespace=namespace, signing=signing)
+    other = Store(backend.sync_client(), namespace=namespace, signing=signing)
+    try:
+        store.checkpoints.save("t", {"n": 0})
+        other.checkpoints.save("t", {"n": 1})  # store's snapshot is stale now
+
+        def save_meanwhile() -> None:
+            store.checkpoints.save("t", {"n": 2})
+
+        lost = LostReplies(store.client, "EVALSHA", save_meanwhile)
+        execute, sha = lost._execute_command, script("checkpoint_log").sha
+        armed = False
+
+        def second_lost(*args: Any, **options: Any) -> Any:
+            nonlocal armed
+            reply = execute(*args, **options)
+            if not armed and str(args[0]).upper() == "EVALSHA" and args[1] == sha:
+                armed = True  # the first send was refused (resealed): lose the next one's
+                lost.arm()
+            return reply
+
+        client: Any = store.client
+        client.execute_command = second_lost  # shadows LostReplies' own
+        store.checkpoints.log("t", {"d": 1})
+        assert lost.lost == 1
+        restored = store.checkpoints.restore("t")
+        assert restored is not None and restored.checkpoint is not None
+        # The delta followed {"n": 1}, which the save compacted away; not logged again.
+        assert restored.state == {"n": 2} and restored.deltas_applied == 0
+    finally:
+        store.close()
+        other.close()

@@ -6,8 +6,8 @@ KEYS[2]  the record's recent writes (see record_put; used only when ARGV[5] is n
 ARGV[1]  the header tail of the value that was read: it names that value's generation
 ARGV[2]  the length in bytes of the value that was read (header included)
 ARGV[3]  the new payload: the folded state, encoded
-ARGV[4]  the new header tail "<schema>,<write_id>\n" (a fresh id: a resent call finds
-         the tail changed and does nothing)
+ARGV[4]  the new header tail "<schema>,<write_id>\n" (an id other than ARGV[1]'s: a
+         resent call finds the tail changed and does nothing)
 ARGV[5]  the write memory (rs_memory): how long (ms) write ids are remembered ("0" =
          nothing is remembered): the id leaving the header is remembered (as by
          record_put), so its resend is known; never a resend (nothing is looked up)
