@@ -222,8 +222,9 @@ class CheckpointLogReply:
 
     @property
     def wrote(self) -> bool:
-        # Every reply: a resend notes itself again; a reseal (rare) waits for nothing.
-        return True
+        # A resend notes itself again: a write. A reseal wrote nothing (the delta is
+        # sent again, sealed anew).
+        return self.status is not LogStatus.RESEAL
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar, cast, overload
+from typing import Any, Final, TypeVar, cast, overload
 
 from redis import exceptions as rex
 from redis.asyncio import Redis
@@ -75,6 +75,7 @@ _RELOADS = 5
 # Write-memory keys whose latest returned call is kept (the oldest go first); a key
 # left out only keeps its entries until they expire with the memory.
 _ACKS = 4096
+_NO_REPLY: Final = object()  # script() raised before a reply came back
 
 # try/except rather than a context manager: free on the happy path, which is every call.
 
@@ -418,12 +419,15 @@ class AsyncConnection:
             functools.partial(self._evalsha_wait, replicas=replicas) if replicas else self._evalsha
         )
         started = time.monotonic()
+        reply: Any = _NO_REPLY
         try:
-            return await send(script, keys, first)
+            reply = await send(script, keys, first)
+            return reply
         except ERRORS as exc:
             try:
                 retry = functools.partial(send, script, keys, again)
-                return await self._recover(exc, retry, started, budget, "evalsha")
+                reply = await self._recover(exc, retry, started, budget, "evalsha")
+                return reply
             except LockLost as refused:
                 if lease is None:
                     raise
@@ -434,7 +438,11 @@ class AsyncConnection:
                 await async_lost(lease)
                 raise LockLost(message) from refused.__cause__  # the server's reply
         finally:
-            if wid is not None and script.memory is not None:
+            # Done with: it failed (the caller does not send it again) or its reply
+            # wrote. A reply that wrote nothing (a chain end moved, a reseal) may be
+            # followed by the same id sent again: not acked.
+            done = reply is _NO_REPLY or script.wrote(reply)
+            if wid is not None and script.memory is not None and done:
                 self._acked(keys[script.memory[0]], wid)
 
     def _memory_args(

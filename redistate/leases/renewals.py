@@ -4,12 +4,15 @@
 A lease with ``renew=True`` is renewed a third of its TTL after its last renewal was
 sent. Starting a thread (or a task) per acquisition cost more than the acquisition
 itself, so each store keeps one worker and a heap of due times; the worker waits for
-the earliest, renews that lease, and puts it back with its next due time. It stays a
-while once nothing is due (a thread is dear to start again), then exits.
+the earliest and starts its renewal (a thread or task of its own, so that a renewal
+held up by an unreachable node holds up no other lease), which puts the lease back
+with its next due time. A lease held for less than a third of its TTL starts nothing.
+The worker stays a while once nothing is due (a thread is dear to start again).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -18,7 +21,13 @@ import threading
 import time
 from typing import Any, Protocol
 
-from ..core._io import sync_alive, sync_event, sync_idle, sync_spawn, sync_wait
+from ..core._io import (
+    sync_alive,
+    sync_event,
+    sync_idle,
+    sync_spawn,
+    sync_wait,
+)
 
 __all__ = ["Renewals", "Renewing"]
 
@@ -53,26 +62,36 @@ class Renewals:
         self._next = math.inf  # what the worker waits for: inf when idle, -inf when busy
         self._wake = sync_event()
         self._worker: Any = None
+        self._running: set[Any] = set()  # renewals in flight (a task must be referenced)
         self._pid = os.getpid()
 
     def add(self, lease: Renewing, token: str, due: float) -> None:
         """Renew ``lease`` at ``due`` (monotonic), and then as it says, for as long as
         it holds the acquisition ``token`` names (a lease taken again renews anew)."""
+        if self._pid != os.getpid():
+            # A forked child renews none of its parent's leases, and the parent's lock
+            # may have been held by a thread the child does not have.
+            self._lock = threading.Lock()
+            self._due, self._pid, self._worker, self._live = [], os.getpid(), None, 0
+            self._running = set()
         with self._lock:
-            if self._pid != os.getpid():  # a forked child renews none of its parent's
-                self._due, self._pid, self._worker, self._live = [], os.getpid(), None, 0
             self._live += 1
             if len(self._due) >= 64 and len(self._due) > 2 * self._live:
                 self._due = [e for e in self._due if e[2]._renews(e[3])]
                 heapq.heapify(self._due)
-            heapq.heappush(self._due, (due, next(self._order), lease, token))
-            if not sync_alive(self._worker):
-                self._wake = sync_event()  # made anew: an event may belong to a loop
-                self._next = math.inf
-                self._worker = sync_spawn(self._run, "redistate lease renewals")
-            wake = due < self._next
+            wake = self._push(lease, token, due)
         if wake:
             self._wake.set()
+
+    def _push(self, lease: Renewing, token: str, due: float) -> bool:
+        """(Under the lock.) Queue a renewal, start the worker if none runs; whether
+        the worker must be woken for it."""
+        heapq.heappush(self._due, (due, next(self._order), lease, token))
+        if not sync_alive(self._worker):
+            self._wake = sync_event()  # made anew: an event may belong to a loop
+            self._next = math.inf
+            self._worker = sync_spawn(self._run, "redistate lease renewals")
+        return due < self._next
 
     def release(self) -> None:
         """One lease added earlier stops renewing (it leaves the heap when due)."""
@@ -102,10 +121,22 @@ class Renewals:
                             self._worker = None
                             return
                 continue
-            try:
-                following = lease._renew_due(token)
-            except Exception:  # a bug in one lease must not stop the others
-                following = None
-            if following is not None:
-                with self._lock:
-                    heapq.heappush(self._due, (following, next(self._order), lease, token))
+            renewal = sync_spawn(
+                functools.partial(self._renew, lease, token), "redistate lease renewal"
+            )
+            with self._lock:  # the ones over are dropped here, not by themselves
+                self._running = {r for r in self._running if sync_alive(r)}
+                self._running.add(renewal)
+
+    def _renew(self, lease: Renewing, token: str) -> None:
+        """One lease's renewal, and its next turn in the heap."""
+        try:
+            following = lease._renew_due(token)
+        except Exception:  # a bug in one lease must not stop the others
+            following = None
+        if following is None:
+            return
+        with self._lock:
+            wake = self._push(lease, token, following)
+        if wake:
+            self._wake.set()

@@ -498,9 +498,9 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
         CheckpointLogReply.parse,
         [2, b"c2"],
         CheckpointLogReply(LogStatus.RESEAL, snapshot="c2"),
-        True,
+        False,  # a reseal wrote nothing: the delta is sent again
     ),
-    (CheckpointLogReply.parse, [2, b""], CheckpointLogReply(LogStatus.RESEAL), True),
+    (CheckpointLogReply.parse, [2, b""], CheckpointLogReply(LogStatus.RESEAL), False),
     # checkpoint_delete: keys deleted; a resend; nothing.
     (CheckpointDeleteReply.parse, 4, CheckpointDeleteReply(4), True),
     (CheckpointDeleteReply.parse, 1, CheckpointDeleteReply(1), True),
