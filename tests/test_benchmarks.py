@@ -213,3 +213,10 @@ def test_server_time_check_fails_a_row_that_doubles_against_the_bare_script(
     run = json.loads((tmp_path / "run.json").read_text())
     assert {r["op"] for r in run["Redis 7"]} >= {"put 1 KB", "events.append"}
     assert "write memory of one key" in done.stdout
+
+
+def test_costs_benchmark_prints_each_cost_against_its_baseline() -> None:
+    done = bench("costs.py", "--quick")
+    for line in ("with nulls", "x MGET", "x scan_iter", "restore", "returning=False"):
+        assert line in done.stdout, done.stdout
+    assert done.stdout.count("x redis-py Lock") == 3
