@@ -100,6 +100,19 @@ class Backend:
         return self.sync_client()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _children_keep_bytecode() -> Iterator[None]:
+    """Child processes (the CLI, workers, examples: several hundred) write bytecode
+    beside the sources, as Python does by default (``__pycache__`` is ignored by git),
+    and the next ones read it. Where the environment sets PYTHONDONTWRITEBYTECODE, each
+    compiled the redistate modules it imports from source again (~70 ms of a ~0.4 s
+    CLI start). Not PYTHONPYCACHEPREFIX: with it the children would compile the
+    standard library and site-packages anew too, whose bytecode is installed."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        yield
+
+
 @pytest.fixture(scope="session")
 def redis7_server() -> Iterator[Server]:
     # DEBUG SLEEP stalls the server on purpose in a few tests (local connections only).
