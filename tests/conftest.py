@@ -100,6 +100,19 @@ class Backend:
         return self.sync_client()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _children_keep_bytecode() -> Iterator[None]:
+    """Child processes (the CLI, workers, examples: several hundred) write bytecode
+    beside the sources, as Python does by default (``__pycache__`` is ignored by git),
+    and the next ones read it. Where the environment sets PYTHONDONTWRITEBYTECODE, each
+    compiled the redistate modules it imports from source again (~70 ms of a ~0.4 s
+    CLI start). Not PYTHONPYCACHEPREFIX: with it the children would compile the
+    standard library and site-packages anew too, whose bytecode is installed."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        yield
+
+
 @pytest.fixture(scope="session")
 def redis7_server() -> Iterator[Server]:
     # DEBUG SLEEP stalls the server on purpose in a few tests (local connections only).
@@ -168,6 +181,25 @@ def server_backend(request: pytest.FixtureRequest) -> Backend:
     return _backend(str(request.param), request)
 
 
+# One client per server (or cluster, or Sentinel setup) for the clean-up below, kept for
+# the session: a cluster client costs ~15-20 ms to make (CLUSTER SLOTS, COMMAND), and it
+# was made again after each of ~1,600 cluster tests.
+_CLEANERS: dict[str, Any] = {}
+
+
+def _cleaner(b: Backend) -> Any:
+    client = _CLEANERS.get(b.url)
+    if client is None:
+        client = _CLEANERS[b.url] = b.raw()
+    return client
+
+
+def pytest_sessionfinish() -> None:
+    for client in _CLEANERS.values():
+        client.close()
+    _CLEANERS.clear()
+
+
 @pytest.fixture
 def namespace(request: pytest.FixtureRequest) -> Iterator[str]:
     """A namespace of this test's own; its keys are deleted afterwards."""
@@ -177,11 +209,10 @@ def namespace(request: pytest.FixtureRequest) -> Iterator[str]:
         if name in request.fixturenames:
             b: Backend = request.getfixturevalue(name)
             if b.remote:
-                client = b.raw()
+                client = _cleaner(b)
                 keys = list(client.scan_iter(match=f"{ns}:*", count=1000))
                 if keys:
                     client.delete(*keys)
-                client.close()
 
 
 @pytest.fixture

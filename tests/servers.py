@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 __all__ = [
     "Server",
+    "bus_free_port",
     "free_port",
     "redis_binary",
     "running",
@@ -39,6 +42,22 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def bus_free_port() -> int:
+    """A free loopback port whose cluster bus port (port + 10000) is free too: a
+    cluster node on a port above 55535, or whose bus port is taken, exits at start."""
+    while True:
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = int(a.getsockname()[1])
+            if port + 10000 > 65535:
+                continue
+            try:
+                b.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+            return port
 
 
 def redis_binary() -> str:
@@ -98,7 +117,11 @@ class Server:
 
 
 def _wait_ready(server: Server, deadline: float) -> None:
-    client = server.client()
+    # No retries: redis-py's default (10, backing off to 1 s) spent ~3 s on each probe
+    # of a server that had already exited; this loop polls, bounded by the deadline.
+    client = redis.Redis(
+        host="127.0.0.1", port=server.port, socket_timeout=10, retry=Retry(NoBackoff(), 0)
+    )
     try:
         while True:
             if server.process.poll() is not None:
@@ -126,8 +149,9 @@ def start_server(binary: str, *extra: str, persistence: bool = False) -> Server:
     """Start ``binary`` on a free port; retries if another process grabbed the port.
     With ``persistence`` the server's own defaults apply unless ``extra`` sets them."""
     last: Exception | None = None
+    cluster = "--cluster-enabled" in extra
     for _ in range(5):
-        port = free_port()
+        port = bus_free_port() if cluster else free_port()
         workdir = Path(tempfile.mkdtemp(prefix="redistate-srv-"))
         args = [
             binary,

@@ -82,7 +82,9 @@ def test_demo_shows_live_progress_and_a_summary_table(tmp_path: Path) -> None:
     assert "redistate --namespace demo" in text  # how to look into what it left
 
 
-@pytest.mark.parametrize("backend", ["redis7", "valkey9", "cluster"], indirect=True)
+# Redis 7 and the cluster (its keys spread over three primaries: the re-run's clean-up
+# scans each). What the demo's workers do on Valkey 9 is the contract suite's.
+@pytest.mark.parametrize("backend", ["redis7", "cluster"], indirect=True)
 def test_demo_against_a_real_server(backend: Backend, namespace: str, tmp_path: Path) -> None:
     args = ("--url", backend.url, "--namespace", namespace, "demo", "--json", "--seed", "5")
     assert_invariants(summary(cli(*args, home=tmp_path)))

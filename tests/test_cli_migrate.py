@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from redistate import Store
 from redistate.core.envelope import unpack
 from tests.cli import run
@@ -72,6 +74,8 @@ def test_migrate_writes_back_every_old_record(
     new.close()
 
 
+# Refused before anything is read or written: the same on any server.
+@pytest.mark.parametrize("server_backend", ["redis7"], indirect=True)
 def test_migrate_needs_a_function_it_can_import(server_backend: Backend, namespace: str) -> None:
     args = ["--url", server_backend.url, "--namespace", namespace, "migrate", "--using"]
     for spec, message in (

@@ -209,6 +209,20 @@ def test_a_global_option_after_the_command_gets_a_hint() -> None:
     assert acl.returncode == 0 and "~app:*" in acl.stdout
 
 
+def test_the_hint_skips_the_values_of_a_commands_own_options() -> None:
+    # --url is the value of show's own --using here, not a misplaced global option
+    done = run("show", "sessions", "s1", "--using", "--url")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "redistate: --using '--url' must be module:function\n"
+    # a global option after that value still gets the hint, the value left in place
+    later = run("show", "sessions", "s1", "--using", "--url", "--namespace", "n")
+    assert later.returncode == 2
+    assert later.stderr == (
+        "redistate: put --namespace before the command: "
+        "redistate --namespace n show sessions s1 --using --url\n"
+    )
+
+
 def test_export_to_stdout(odd: list[str], server_backend: Backend, namespace: str) -> None:
     done = run(*odd, "export", "--out", "-")
     header, *entities, end = map(json.loads, _ok(done).splitlines())

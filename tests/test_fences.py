@@ -114,8 +114,11 @@ def test_fences_grow_across_an_rdb_restore(binary: str) -> None:
 
 @pytest.fixture
 def primary_and_replica(binary: str) -> Iterator[tuple[Server, Server]]:
-    primary = start_server(binary)
-    replica = start_server(binary, "--replicaof", "127.0.0.1", str(primary.port))
+    # The first sync at once, not after the default 5 s wait for more replicas to join.
+    primary = start_server(binary, "--repl-diskless-sync-delay", "0")
+    replica = start_server(
+        binary, "--replicaof", "127.0.0.1", str(primary.port), "--repl-diskless-sync-delay", "0"
+    )
     raw = replica.client()
     try:
         _wait_until(

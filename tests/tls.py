@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.servers import Server, start_server
+from tests.servers import Server, bus_free_port, start_server
 
 __all__ = ["Pki", "TlsCluster", "make_pki", "start_tls_cluster", "start_tls_server", "tls_port"]
 
@@ -124,17 +123,7 @@ def make_pki(directory: Path) -> Pki:
 
 def tls_port() -> int:
     """A free loopback port whose cluster bus port (port + 10000) is free too."""
-    while True:
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = int(a.getsockname()[1])
-            if port + 10000 > 65535:
-                continue
-            try:
-                b.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-            return port
+    return bus_free_port()
 
 
 def start_tls_server(

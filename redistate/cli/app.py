@@ -64,7 +64,7 @@ def misplaced(args: list[str]) -> str | None:
     import typer.main
 
     group: Any = typer.main.get_command(app)
-    takes_value = {o: not p.is_flag for p in group.params for o in p.opts}
+    takes_value = {o: _takes_value(p) for p in group.params for o in p.opts}
     i = 0
     while i < len(args) and args[i].startswith("-"):  # the options before the command
         name, eq, _ = args[i].partition("=")
@@ -72,6 +72,7 @@ def misplaced(args: list[str]) -> str | None:
     if i >= len(args) or (command := group.get_command(None, args[i])) is None:
         return None  # no command: click's own usage error says what is wrong
     own = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+    own_value = {o for p in command.params if _takes_value(p) for o in p.opts}
     moved: list[list[str]] = []
     rest: list[str] = []
     after, j = args[i + 1 :], 0
@@ -80,7 +81,10 @@ def misplaced(args: list[str]) -> str | None:
             rest += after[j:]
             break
         name, eq, _ = after[j].partition("=")
-        if name in takes_value and name not in own:
+        if name in own_value and not eq:  # the command's own option and its value
+            rest += after[j : j + 2]  # (`show --using --url`: --url is the module)
+            j += 2
+        elif name in takes_value and name not in own:
             width = 2 if takes_value[name] and not eq else 1
             option = after[j : j + width]
             moved.append(option + ["VALUE"] * (width - len(option)))  # a value left out
@@ -93,6 +97,14 @@ def misplaced(args: list[str]) -> str | None:
     said = " and ".join(dict.fromkeys(option[0].partition("=")[0] for option in moved))
     fixed = [*args[:i], *(part for option in moved for part in option), args[i], *rest]
     return f"put {said} before the command: {shlex.join(['redistate', *fixed])}"
+
+
+def _takes_value(param: Any) -> bool:
+    """Whether a click parameter is an option followed by a value (not a flag, not
+    a count, not an argument). Typer's parameters are its own click's (typer._click),
+    so the kind is read from ``param_type_name``, not an isinstance check."""
+    option = getattr(param, "param_type_name", None) == "option"
+    return option and not (param.is_flag or param.count)
 
 
 def _global_options() -> set[str]:
