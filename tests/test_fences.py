@@ -14,6 +14,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from itertools import pairwise
+from typing import Any
 
 import pytest
 import redis
@@ -119,12 +120,18 @@ def primary_and_replica(binary: str) -> Iterator[tuple[Server, Server]]:
     replica = start_server(
         binary, "--replicaof", "127.0.0.1", str(primary.port), "--repl-diskless-sync-delay", "0"
     )
-    raw = replica.client()
+    raw = primary.client()
+
+    def confirmed() -> bool:
+        # A write the replica acknowledged: the link is up and acks flow. (Link up alone
+        # came before the first ack could, right after a sync that did not wait.)
+        raw.set("probe", 1)
+        command: Any = raw.execute_command
+        return int(command("WAIT", 1, 100)) == 1
+
     try:
-        _wait_until(
-            "replica in sync",
-            lambda: raw.info("replication").get("master_link_status") == "up",
-        )
+        _wait_until("replica in sync", confirmed)
+        raw.delete("probe")
         yield primary, replica
     finally:
         raw.close()
