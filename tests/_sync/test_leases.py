@@ -351,7 +351,9 @@ def test_lock_lost_says_what_happened_and_what_to_do(
 def test_a_renewal_that_finds_the_lease_taken_names_the_new_holder(
     store: Store, backend: Backend
 ) -> None:
-    lease = store.lock("t", ttl=0.3).acquire()  # renewed every 100 ms
+    # Renewed every second: a loop held up by the sync client below (a cluster's is slow
+    # to make on a loaded machine) must not pass the lease's deadline first.
+    lease = store.lock("t", ttl=3).acquire()
     backend.raw().delete(lease.key)
     taker = store.lock("t", ttl=30, renew=False).acquire()
     assert sync_wait(lease.lost, 30)  # the renewal was refused
