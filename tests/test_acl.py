@@ -168,7 +168,7 @@ def test_the_printed_acl_runs_a_full_workload_and_nothing_else(
     with Store.from_url(url, namespace=f"x{namespace}") as other:
         with pytest.raises(PermissionDenied, match="ACL") as info:
             other.sessions.put("s", {"n": 1})
-        assert info.value.command == "evalsha"
+        assert info.value.command == "fcall"
         with pytest.raises(PermissionDenied) as info:
             other.sessions.get("s")
         assert info.value.command == "get"

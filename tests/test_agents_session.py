@@ -499,7 +499,7 @@ async def test_a_lost_add_reply_adds_the_batch_once(store: AsyncStore, other: As
     async def add_elsewhere() -> None:
         await open_session("s", store=other).add_items(["theirs"])
 
-    lost = LostReplies(store.client, "EVALSHA", add_elsewhere).arm()
+    lost = LostReplies(store.client, "FCALL", add_elsewhere).arm()
     session = open_session("s", store=store, ttl=60)
     await session.add_items(["a", "b"])
     assert lost.lost == 1 and store._conn.recovered == 1
@@ -515,12 +515,12 @@ async def test_a_lost_pop_reply_returns_what_was_popped(
     async def add_elsewhere() -> None:
         await open_session("s", store=other).add_items(["theirs"])
 
-    LostReplies(store.client, "EVALSHA", add_elsewhere).arm()
+    LostReplies(store.client, "FCALL", add_elsewhere).arm()
     assert await session.pop_item() == "second"
     assert await session.get_items() == ["first", "theirs"]
     # A pop of an empty session, resent after an add, still finds it was empty.
     await session.clear_session()
-    LostReplies(store.client, "EVALSHA", add_elsewhere).arm()
+    LostReplies(store.client, "FCALL", add_elsewhere).arm()
     assert await session.pop_item() is None
     assert await session.get_items() == ["theirs"]
 
@@ -534,7 +534,7 @@ async def test_a_lost_clear_reply_keeps_what_was_added_since(
     async def add_elsewhere() -> None:
         await open_session("s", store=other).add_items(["new"])
 
-    LostReplies(store.client, "EVALSHA", add_elsewhere).arm()
+    LostReplies(store.client, "FCALL", add_elsewhere).arm()
     await session.clear_session()
     assert await session.get_items() == ["new"]
 

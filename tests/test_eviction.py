@@ -85,7 +85,7 @@ class Filler:
 
 
 class LoseNextReply:
-    """The next EVALSHA runs on the server, then ``between()``, then its reply is lost
+    """The next FCALL runs on the server, then ``between()``, then its reply is lost
     (a ConnectionError): the store sends the very same call again."""
 
     def __init__(self, client: Any) -> None:
@@ -95,7 +95,7 @@ class LoseNextReply:
 
     def _call(self, *args: Any, **options: Any) -> Any:
         result = self._execute(*args, **options)
-        if self.between is not None and str(args[0]).upper() == "EVALSHA":
+        if self.between is not None and str(args[0]).upper() == "FCALL":
             between, self.between = self.between, None
             between()
             raise redis.ConnectionError("reply lost on purpose by the test")

@@ -271,11 +271,29 @@ def test_a_stalled_server_costs_the_lease_before_it_can_expire(
         server.stop()
 
 
-# -- d. SCRIPT FLUSH mid-run -----------------------------------------------------------
+# -- d. FUNCTION FLUSH / SCRIPT FLUSH mid-run ----------------------------------------
+
+# How scripts run: as functions of redistate's library (FCALL, the library loaded by
+# FUNCTION LOAD), or by EVALSHA (a server without functions, a user who may not load
+# them), each script loaded by SCRIPT LOAD. What flushes each, and its load's counter.
+MODES = {
+    "function": ("FUNCTION", "cmdstat_function|load"),
+    "script": ("SCRIPT", "cmdstat_script|load"),
+}
 
 
+def _by_mode(store: Store, mode: str) -> Store:
+    store._conn._fcall = mode == "function"
+    return store
+
+
+def loads_of(raw: Any, mode: str) -> int:
+    return int(raw.info("commandstats").get(MODES[mode][1], {}).get("calls", 0))
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_scripts_reload_transparently_when_flushed_mid_run(
-    server_backend: Backend, namespace: str
+    server_backend: Backend, namespace: str, mode: str
 ) -> None:
     done = threading.Event()
     flushes = 0
@@ -284,12 +302,12 @@ def test_scripts_reload_transparently_when_flushed_mid_run(
         nonlocal flushes
         admin = server_backend.raw()
         while not done.wait(0.02):  # the fault's period
-            admin.script_flush()
+            admin.execute_command(MODES[mode][0], "FLUSH")
             flushes += 1
         admin.close()
 
     def writer(worker: int, acked: list[str]) -> None:
-        with Store(server_backend.sync_client(), namespace=namespace) as store:
+        with _by_mode(Store(server_backend.sync_client(), namespace=namespace), mode) as store:
             for i in range(150):
                 tag = f"{worker}:{i}"
                 append_tag(store.users, f"r{i % RECORDS}", tag)
@@ -297,7 +315,7 @@ def test_scripts_reload_transparently_when_flushed_mid_run(
                 store.checkpoints.log(f"t{worker}", {"i": i})
 
     raw = server_backend.raw()
-    loads_before = int(raw.info("commandstats").get("cmdstat_script|load", {}).get("calls", 0))
+    loads_before = loads_of(raw, mode)
     acked: list[list[str]] = [[] for _ in range(4)]
     threads = [threading.Thread(target=writer, args=(w, acked[w])) for w in range(4)]
     background = threading.Thread(target=flusher)
@@ -308,13 +326,13 @@ def test_scripts_reload_transparently_when_flushed_mid_run(
         t.join()
     done.set()
     background.join()
-    loads = int(raw.info("commandstats")["cmdstat_script|load"]["calls"]) - loads_before
+    loads = loads_of(raw, mode) - loads_before
     counts = tally(
-        "SCRIPT FLUSH every 20 ms",
+        f"{MODES[mode][0]} FLUSH every 20 ms",
         server_backend.name,
         [t for a in acked for t in a],
         stored_tags(server_backend.url, namespace),
-        note=f"{flushes} flushes, {loads} script loads",
+        note=f"{flushes} flushes, {loads} {mode} loads",
     )
     assert counts.acknowledged == 600 and counts.lost == 0 and counts.duplicated == 0
     assert flushes > 0 and loads > 1
@@ -325,44 +343,48 @@ def test_scripts_reload_transparently_when_flushed_mid_run(
     raw.close()
 
 
-def script_loads(raw: Any) -> int:
-    return int(raw.info("commandstats").get("cmdstat_script|load", {}).get("calls", 0))
-
-
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("durability", ["async", "replicated"])
 def test_a_flush_between_the_load_and_the_resend_loads_again(
-    server_backend: Backend, namespace: str, durability: Durability
+    server_backend: Backend, namespace: str, durability: Durability, mode: str
 ) -> None:
-    """The proxy runs SCRIPT FLUSH after each SCRIPT LOAD has run and before its reply
-    reaches the client, so every resend meets NOSCRIPT again: the script is loaded
-    again, up to 5 loads per call (the flaky run above hit one such flush in ~600
-    calls). Replicated writes (EVALSHA + WAIT pipelined) reload the same way."""
+    """The proxy runs FUNCTION FLUSH (SCRIPT FLUSH) after each FUNCTION LOAD (SCRIPT
+    LOAD) has run and before its reply reaches the client, so every resend meets
+    "Function not found" (NOSCRIPT) again: loaded again, up to 5 loads per call (the
+    flaky run above hit one such flush in ~600 calls). Replicated writes (the script
+    and WAIT pipelined) reload the same way."""
     assert server_backend.server is not None
     admin = server_backend.raw()
+    kind = MODES[mode][0].encode()
+
+    def flush() -> None:
+        admin.execute_command(MODES[mode][0], "FLUSH")
+
     expected: type[Exception] | None = NotReplicated if durability == "replicated" else None
     with FaultProxy("127.0.0.1", server_backend.server.port) as proxy:
         client = redis.Redis(host=proxy.host, port=proxy.port, socket_timeout=10)
         with Store(
             client, namespace=namespace, durability=durability, replica_timeout=0.05
         ) as store:
+            _by_mode(store, mode)
             for flushes, loads in ((0, 1), (1, 2), (4, 5)):
-                admin.script_flush()
-                before = script_loads(admin)
+                flush()
+                before = loads_of(admin, mode)
                 if flushes:
-                    load = command(b"SCRIPT", b"LOAD")
-                    proxy.stall_reply(load, 0, times=flushes, then=admin.script_flush)
+                    proxy.stall_reply(command(kind, b"LOAD"), 0, times=flushes, then=flush)
                 # No replica here: a replicated write is applied, then reported unconfirmed.
                 with pytest.raises(expected) if expected else contextlib.nullcontext():
                     store.users.put(f"u{flushes}", {"flushes": flushes})
-                assert proxy.armed == 0 and script_loads(admin) - before == loads
+                assert proxy.armed == 0 and loads_of(admin, mode) - before == loads
                 assert store.users.get(f"u{flushes}").data == {"flushes": flushes}  # type: ignore[union-attr]
-            # Flushed after every one of its 5 loads: an error (NOSCRIPT), nothing written.
-            admin.script_flush()
-            before = script_loads(admin)
-            proxy.stall_reply(command(b"SCRIPT", b"LOAD"), 0, times=5, then=admin.script_flush)
-            with pytest.raises(RedistateError, match="No matching script"):
+            # Flushed after every one of its 5 loads: an error, nothing written.
+            flush()
+            before = loads_of(admin, mode)
+            proxy.stall_reply(command(kind, b"LOAD"), 0, times=5, then=flush)
+            missing = "Function not found" if mode == "function" else "No matching script"
+            with pytest.raises(RedistateError, match=missing):
                 store.users.put("u5", {"flushes": 5})
-            assert script_loads(admin) - before == 5 and store.users.get("u5") is None
+            assert loads_of(admin, mode) - before == 5 and store.users.get("u5") is None
     admin.close()
 
 
@@ -382,7 +404,7 @@ def proxied(server_backend: Backend, namespace: str) -> Iterator[tuple[FaultProx
         direct.close()
 
 
-EVALSHA = command(b"EVALSHA")
+FCALL = command(b"FCALL")
 
 
 def test_every_write_whose_reply_is_lost_is_applied_once_with_its_result(
@@ -393,7 +415,7 @@ def test_every_write_whose_reply_is_lost_is_applied_once_with_its_result(
 
     def lose_next() -> None:
         nonlocal dropped
-        proxy.drop_reply(EVALSHA)
+        proxy.drop_reply(FCALL)
         dropped += 1
 
     lose_next()
@@ -444,9 +466,9 @@ def test_lost_replies_under_contention_neither_lose_nor_duplicate(
             append_tag(direct.users, record, other)
 
         if i % 3 == 0:
-            proxy.drop_reply(EVALSHA, then=elsewhere)
+            proxy.drop_reply(FCALL, then=elsewhere)
         elif i % 3 == 1:
-            proxy.drop_request(EVALSHA)
+            proxy.drop_request(FCALL)
         tag = f"p:{i}"
         append_tag(store.users, record, tag)
         acknowledged.append(tag)

@@ -279,7 +279,7 @@ async def test_a_resent_write_is_applied_once(backend: Backend, namespace: str) 
 
     store = AsyncStore(backend.async_client(), namespace=namespace)
     saver = RedisStateSaver(store)
-    lost = LostReplies(store.client, "EVALSHA")
+    lost = LostReplies(store.client, "FCALL")
     try:
         app = graph(saver)
         lost.arm(3)  # the first put and put_writes of the run, each resent

@@ -98,7 +98,7 @@ def test_a_killed_holders_lease_is_free_within_ttl_plus_a_second(
         assert lease.fence is not None and lease.fence > int(held.split()[1])
     # Taken once the dead holder's 1 s ran out, by blocking for that long on the wake
     # list (never polling): a few tries, whatever the machine's load.
-    tries = after["cmdstat_evalsha"]["calls"] - before["cmdstat_evalsha"]["calls"]
+    tries = after["cmdstat_fcall"]["calls"] - before["cmdstat_fcall"]["calls"]
     blocks = (
         after.get("cmdstat_blpop", {"calls": 0})["calls"]
         - before.get("cmdstat_blpop", {"calls": 0})["calls"]

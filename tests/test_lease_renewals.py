@@ -63,7 +63,7 @@ def test_a_lease_taken_again_is_renewed_once_per_turn(
     with lease:
         time.sleep(4 * TTL)
         assert lease.held
-    extends = raw.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    extends = raw.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)
     raw.close()
     store.close()
     # acquire + release + about 4 * 3 renewals of this turn; stale turns add none.

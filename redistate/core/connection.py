@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import os
+import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, TypeVar, cast, overload
@@ -35,9 +38,9 @@ from ._translate import (
 )
 from .durability import DEFAULT as DEFAULT_DURABILITY
 from .durability import Durability, check_durability, check_replica_timeout
-from .errors import ForkedStore, LockLost, NotReplicated, RedistateError
+from .errors import ForkedStore, LockLost, NotReplicated, RedistateError, RedistateWarning
 from .retry import RetryPolicy, is_transient, refused
-from .scripts import Parsed, Reply, Script, script
+from .scripts import Parsed, Reply, Script, library, script
 from .server import (
     CONFIG_FIELDS,
     INFO_SECTIONS,
@@ -77,6 +80,32 @@ _RELOADS = 5
 # left out only keeps its entries until they expire with the memory.
 _ACKS = 4096
 _NO_REPLY: Final = object()  # script() raised before a reply came back
+logger = logging.getLogger("redistate")
+# Servers this process warned about running scripts by EVALSHA (a denied FUNCTION LOAD
+# or FCALL): once per server and process, as the server check warns.
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _absent(reply: object) -> bool:
+    """Whether a call's error says the server lacks what it called: NOSCRIPT, a function
+    library not loaded (a first use, a restart without persistence, FUNCTION FLUSH, a
+    failover to a replica that was behind), or no FCALL at all (Redis 6)."""
+    if isinstance(reply, rex.NoScriptError):
+        return True
+    if not isinstance(reply, rex.ResponseError):
+        return False
+    text = str(reply)
+    return text.startswith("Function not found") or _no_fcall(text)
+
+
+def _no_fcall(text: str) -> bool:
+    """An FCALL the server does not have, or that this user may not run."""
+    lowered = text.lower()
+    return ("unknown command" in lowered and "fcall" in lowered) or (
+        "permissions to run the 'fcall' command" in lowered
+    )
+
 
 # try/except rather than a context manager: free on the happy path, which is every call.
 
@@ -112,6 +141,7 @@ class Connection:
         "_check_lock",
         "_checked",
         "_embedded",
+        "_fcall",
         "_lock",
         "_nodes",
         "_pid",
@@ -185,6 +215,10 @@ class Connection:
         self._lock = sync_lock()
         self._check_lock = sync_lock()
         self._nodes: dict[str, Redis] = {}
+        # Scripts run as functions (FCALL of redistate's library, loaded on a server when
+        # it answers "Function not found") until a server has no FUNCTION or this user
+        # may not load the library: then by EVALSHA, for the rest of this connection.
+        self._fcall = True
         # Per write-memory key, the id of this client's latest call on it that has
         # returned: sent with the next call there, so the server drops its entry.
         self._acks: dict[str, str] = {}
@@ -427,7 +461,7 @@ class Connection:
         except ERRORS as exc:
             try:
                 retry = functools.partial(send, script, keys, again)
-                reply = self._recover(exc, retry, started, budget, "evalsha")
+                reply = self._recover(exc, retry, started, budget, self._verb)
                 return reply
             except LockLost as refused:
                 if lease is None:
@@ -445,6 +479,70 @@ class Connection:
             done = reply is _NO_REPLY or script.wrote(reply)
             if wid is not None and script.memory is not None and done:
                 self._acked(keys[script.memory[0]], wid)
+
+    @property
+    def _verb(self) -> str:
+        """The command scripts are sent with (names it in an ACL denial)."""
+        return "fcall" if self._fcall else "evalsha"
+
+    def _call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
+        """The command that runs ``script``: FCALL of its function, else EVALSHA."""
+        if self._fcall:
+            return ("FCALL", script.function, len(keys), *keys, *args)
+        return ("EVALSHA", script.sha, len(keys), *keys, *args)
+
+    def _supply(
+        self, client: Redis | RedisCluster, scripts: Sequence[Script], error: object
+    ) -> None:
+        """Give ``client``'s server what ``error`` (an _absent reply) said it lacks: the
+        function library (FUNCTION LOAD, once for every script), or each script (SCRIPT
+        LOAD) once this connection runs them by EVALSHA."""
+        text = str(error)
+        if self._fcall and "unknown command" in text.lower():
+            self._fcall = False  # Redis 6, or FCALL renamed: EVALSHA, silently
+        elif self._fcall and _no_fcall(text):
+            self._by_evalsha(text, "fcall")
+        elif self._fcall:
+            self._load(client)
+        if not self._fcall:
+            for source in dict.fromkeys(s.source for s in scripts):
+                client.script_load(source)
+
+    def _load(self, client: Redis | RedisCluster) -> None:
+        """FUNCTION LOAD redistate's library on ``client``'s server (no REPLACE: the
+        library's name is its version, so one already there is this very one). A server
+        without FUNCTION, or a user who may not run it, makes scripts go by EVALSHA."""
+        load: Any = client.execute_command  # untyped in redis-py's sync flavour
+        try:
+            load("FUNCTION", "LOAD", library()[1])
+        except rex.ResponseError as exc:
+            text = str(exc)
+            if "already exists" in text:
+                return  # loaded by another client meanwhile
+            if "unknown command" in text.lower() or "unknown subcommand" in text.lower():
+                self._fcall = False  # Redis 6, or FUNCTION renamed: EVALSHA, silently
+            elif isinstance(exc, rex.NoPermissionError) or "permissions to run" in text:
+                self._by_evalsha(text, "function|load")
+            else:
+                raise
+
+    def _by_evalsha(self, text: str, denied: str) -> None:
+        """Run scripts by EVALSHA from now on, as this user may not run ``denied``; warn
+        once per server and process, naming the permission."""
+        self._fcall = False
+        message = (
+            f"redis at {self.address} refused {denied!r} to this user (ACL: {text}): "
+            f"redistate runs its scripts by EVALSHA instead of FCALL, which costs the "
+            f"server ~6 µs more per call (each call defines the scripts' libraries "
+            f"again). Allow +fcall +function|load (`redistate acl` prints the ACL)"
+        )
+        with _warned_lock:
+            first = self.address not in _warned
+            _warned.add(self.address)
+        if first:
+            if logger.hasHandlers():
+                logger.warning(message)
+            warnings.warn(message, RedistateWarning, stacklevel=2)
 
     def _memory_args(
         self, script: Script, keys: Sequence[str], args: Sequence[Any]
@@ -486,12 +584,12 @@ class Connection:
             for loads in range(_RELOADS + 1):
                 with client.pipeline(transaction=False) as pipe:
                     queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
-                    queue("EVALSHA", script.sha, len(keys), *keys, *args)
+                    queue(*self._call(script, keys, args))
                     queue("WAIT", replicas, wait_ms)
                     reply, acked = pipe.execute(raise_on_error=False)
-                if not isinstance(reply, rex.NoScriptError) or loads == _RELOADS:
+                if not _absent(reply) or loads == _RELOADS:
                     break
-                client.script_load(script.source)
+                self._supply(client, (script,), reply)
         except ERRORS:
             self._relearn(keys[0])  # the node may be gone: a failover
             raise
@@ -545,23 +643,60 @@ class Connection:
     def _evalsha(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         # execute_command directly: the same wire call as evalsha(), fewer Python frames.
         execute: Any = self.client.execute_command
+        options: dict[str, Any] = {}
+        if self._fcall:
+            if isinstance(self.client, RedisCluster):
+                # To the key's primary: without a target the cluster client would ask a
+                # server for FCALL's keys first (COMMAND GETKEYS), a round trip per call.
+                # It still follows MOVED and ASK itself.
+                cluster: Any = self.client
+                options["target_nodes"] = cluster.get_node_from_key(keys[0])
+            try:
+                reply = execute("FCALL", script.function, len(keys), *keys, *args, **options)
+            except rex.ResponseError as exc:
+                reply = self._reloaded(exc, script, keys, args, options)
+            except ERRORS:
+                if options:
+                    self._relearn(keys[0])  # a failover: the retry finds the new owner
+                raise
+            return script.read(reply)
         try:
             reply = execute("EVALSHA", script.sha, len(keys), *keys, *args)
-        except rex.NoScriptError:
-            reply = self._reloaded(script, keys, args)
+        except rex.NoScriptError as exc:
+            reply = self._reloaded(exc, script, keys, args, options)
         return script.read(reply)
 
-    def _reloaded(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """EVALSHA after NOSCRIPT: load the script and send it again, and again if it
-        was flushed in between, at most _RELOADS times."""
+    def _reloaded(
+        self,
+        error: rex.ResponseError,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        options: dict[str, Any],
+    ) -> Any:
+        """The call again after ``error``, once its server has what it lacked (an
+        _absent error; any other is raised): the library, or the script. Again if it
+        was flushed in between, at most _RELOADS loads."""
         execute: Any = self.client.execute_command
         for loads in range(1, _RELOADS + 1):
-            self.client.script_load(script.source)
+            if not _absent(error):
+                raise error
+            if self._fcall:  # the library goes to the server of the key (a primary)
+                self._supply(self._node_client(keys[0]), (script,), error)
+            else:  # a cluster client's SCRIPT LOAD goes to every primary
+                self._supply(self.client, (script,), error)
+            if not self._fcall:
+                options = {}
+            elif options:  # a cluster: the key's primary now (a MOVED may have taught it)
+                cluster: Any = self.client
+                options["target_nodes"] = cluster.get_node_from_key(keys[0])
             try:
-                return execute("EVALSHA", script.sha, len(keys), *keys, *args)
-            except rex.NoScriptError:
-                if loads == _RELOADS:  # flushed after every load: give up
+                return execute(*self._call(script, keys, args), **options)
+            except rex.ResponseError as exc:
+                if loads == _RELOADS or not _absent(exc):  # flushed after every load
                     raise
+                error = exc
+        raise error  # not reached: the loop returns or raises
 
     def get(self, key: str) -> bytes | None:
         if self._unready:
@@ -699,9 +834,9 @@ class Connection:
             replies = self._scripts([(run, keys, a[0]) for run, keys, a in sends])
         except ERRORS as exc:
             retry = functools.partial(self._scripts, [(run, keys, a[1]) for run, keys, a in sends])
-            replies = self._recover(exc, retry, started, None, "evalsha")
+            replies = self._recover(exc, retry, started, None, self._verb)
         return [
-            translate(r, self.address, "evalsha") if isinstance(r, Exception) else run.read(r)
+            translate(r, self.address, self._verb) if isinstance(r, Exception) else run.read(r)
             for (run, _, _), r in zip(calls, replies, strict=True)
         ]
 
@@ -717,17 +852,18 @@ class Connection:
                 with client.pipeline(transaction=False) as pipe:
                     queue: Any = pipe.execute_command
                     for at in todo:
-                        run, keys, args = calls[at]
-                        queue("EVALSHA", run.sha, len(keys), *keys, *args)
+                        queue(*self._call(*calls[at]))
                     try:
                         replies = pipe.execute(raise_on_error=False)
                     except ERRORS:
                         self._relearn(calls[todo[0]][1][0])
                         raise
                 missing: list[int] = []
+                error: object = None
                 for at, reply in zip(todo, replies, strict=True):
-                    if isinstance(reply, rex.NoScriptError) and loads < _RELOADS:
+                    if _absent(reply) and loads < _RELOADS:
                         missing.append(at)
+                        error = reply
                     elif isinstance(reply, Exception) and is_transient(reply):
                         self._relearn(calls[at][1][0])
                         raise reply
@@ -735,9 +871,9 @@ class Connection:
                         out[at] = reply
                 if not missing:
                     break
-                # Loaded once per script, then only the calls that met NOSCRIPT again.
-                for source in {calls[at][0].source for at in missing}:
-                    client.script_load(source)
+                # Loaded once (the library, or each script), then only the calls that
+                # met NOSCRIPT or "Function not found" again.
+                self._supply(client, [calls[at][0] for at in missing], error)
                 todo = missing
         return out
 

@@ -5,6 +5,11 @@ Files whose name starts with ``_`` are libraries prepended to the scripts that u
 them. SHAs are computed here; loading into a server happens per client, in the
 I/O shells, which reload a script when the server answers NOSCRIPT.
 
+The same sources also make one server-side library (Redis 7+ and Valkey FUNCTION, see
+:func:`library`): the ``_*.lua`` libraries once at its top level, each script a
+registered function. Its name and its functions' carry a hash of its source, so two
+redistate versions on one server never clash.
+
 This module is also the one source of truth for the ACL a namespace needs: the
 commands each script calls are read out of its Lua source, and every script starts
 with a generated check that the user may run all of them (see :func:`acl_commands`).
@@ -26,6 +31,7 @@ __all__ = [
     "Reply",
     "Script",
     "acl_commands",
+    "library",
     "lua_commands",
     "names",
     "script",
@@ -53,12 +59,15 @@ class Script:
 
     ``memory``: for a script with a write memory (its header's ``memory KEYS[k]
     ARGV[a]`` line), the 0-based positions of the memory's key and of its argument,
-    which the connection completes on each send (see ``rs_memory`` in _envelope.lua)."""
+    which the connection completes on each send (see ``rs_memory`` in _envelope.lua).
+
+    ``function``: its name in the server-side library (what FCALL takes)."""
 
     name: str
     source: str
     sha: str
     memory: tuple[int, int] | None = None
+    function: str = ""
 
     def read(self, reply: Any) -> Any:
         """The reply a call returns."""
@@ -70,7 +79,7 @@ class Script:
 
     def replying(self, parse: Callable[[Any], P]) -> Parsed[P]:
         """This script, its replies parsed by ``parse`` (a reply type's ``parse``)."""
-        return Parsed(self.name, self.source, self.sha, self.memory, parse=parse)
+        return Parsed(self.name, self.source, self.sha, self.memory, self.function, parse=parse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +99,11 @@ class Parsed(Script, Generic[P]):
 # Commands redistate sends itself, outside Lua (ACL names: lowercase, "cmd|sub"), and
 # why. With the commands the scripts call, this is the whole ACL of a namespace.
 CLIENT_COMMANDS: Final[dict[str, str]] = {
-    "evalsha": "runs every script",
+    "fcall": "runs every script on a server with functions (Redis 7+, Valkey)",
+    "function|load": "loads redistate's function library where a server lacks it (first "
+    "use, restart, FUNCTION FLUSH); without it, scripts run by EVALSHA",
+    "evalsha": "runs every script on a server without functions (Redis 6), or where "
+    "this user may not load them",
     "script|load": "loads a script the server does not know (first use, restart, flush)",
     "get": "reads a record or a lease",
     "mget": "get_many and migrations read many records in one command",
@@ -263,7 +276,60 @@ def script(name: str) -> Script:
     libraries = "".join(_read(lib) for lib in needed)
     source = _acl_prelude(name) + libraries + _read(name)
     sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
-    return Script(name, source, sha, _memory(name))
+    return Script(name, source, sha, _memory(name), f"{library()[0]}_{name}")
+
+
+# Commands that never write: a script calling only these is registered "no-writes"
+# (it runs over maxmemory, and FCALL_RO or a replica could run it).
+_READS: Final = frozenset(
+    {
+        "exists", "get", "getrange", "hexists", "hget", "hgetall", "hmget", "lindex",
+        "llen", "lrange", "pttl", "strlen", "time", "xlen", "xrange", "xrevrange",
+        "zlexcount", "zrangebylex", "zrangebyscore", "zrevrangebylex", "zscore",
+    }
+)  # fmt: skip
+_FLAGS: Final = re.compile(r"^flags +([\w-]+(?: +[\w-]+)*)$", re.M)
+_KNOWN_FLAGS: Final = frozenset({"allow-oom"})
+
+
+def flags(name: str) -> tuple[str, ...]:
+    """The function flags of script ``name``: "no-writes" for a pure reader, and what
+    its header's ``flags`` line declares. Only "allow-oom" may be declared, by a script
+    that frees memory (a delete, a release): a function without it is refused whole
+    over maxmemory, where EVALSHA refused only a first write that adds data."""
+    header = _read(name).split("]]", 1)[0]
+    found = _FLAGS.search(header)
+    declared = tuple(found.group(1).split()) if found else ()
+    unknown = set(declared) - _KNOWN_FLAGS
+    if unknown:
+        raise KeyError(f"{name} declares unknown flags {sorted(unknown)}")
+    if lua_commands(name) <= _READS:
+        return ("no-writes", *declared)
+    return declared
+
+
+@cache
+def library() -> tuple[str, str]:
+    """The server-side library of every script (FUNCTION LOAD): its name and its
+    source. The ``_*.lua`` libraries are defined once at its top level; each script is
+    a function of (KEYS, ARGV) whose body is its ACL check then its file, so its text
+    is the one EVALSHA runs less the libraries. The name is ``redistate_<hash>`` of the
+    body, and each function is named ``<library name>_<script>``: a new version loads
+    beside an old one (no REPLACE), and a rolling upgrade never calls the other's."""
+    body = ["-- Generated by redistate/core/scripts.py from the package's Lua files.\n"]
+    body += [_read(lib) for lib in sorted(_files()) if lib[0] == "_"]
+    registered = []
+    for name in names():
+        registered.append(
+            f"redis.register_function{{function_name = '@@_{name}', flags = "
+            + "{" + ", ".join(f"'{f}'" for f in flags(name)) + "}"
+            + ", callback = function(KEYS, ARGV)\n"
+            + _acl_prelude(name) + _read(name) + "\nend}\n"
+        )  # fmt: skip
+    text = "".join(body + registered)
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+    lib = f"redistate_{digest}"
+    return lib, f"#!lua name={lib}\n" + text.replace("'@@_", f"'{lib}_")
 
 
 _MEMORY: Final = re.compile(r"^memory +KEYS\[(\d+)\] +ARGV\[(\d+)\]", re.M)

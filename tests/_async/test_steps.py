@@ -258,7 +258,7 @@ async def test_a_resent_step_record_is_reported_as_made(
         await run.lease._abandon()
         taken.append(await other.lock("t1", ttl=30).acquire())
 
-    lost = LostReplies(store.client, "EVALSHA", between=take_over)
+    lost = LostReplies(store.client, "FCALL", between=take_over)
     try:
         # The stale run caught its LockLost inside: its exit does not raise it again.
         async with store.task("t1", ttl=30) as run:

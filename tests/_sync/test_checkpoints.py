@@ -349,11 +349,11 @@ def test_restore_reads_only_the_newest_unless_it_is_damaged(
     cps.save("t", {"i": 5})
     cps.log("t", {"j": 1})
     sent = roundtrips.stop()
-    # one round trip each: MULTI ... EXEC arrive together, scripts are one EVALSHA
+    # one round trip each: MULTI ... EXEC arrive together, scripts are one FCALL
     assert [c[0].upper() for c in sent] == [
         "MULTI", "LRANGE", "LRANGE", "LRANGE", "EXEC",
         "MULTI", "LRANGE", "LRANGE", "EXEC",
-        "EVALSHA", "EVALSHA",
+        "FCALL", "FCALL",
     ]  # fmt: skip
     server_backend.raw().lset(server_store.keys.task("t"), 0, b"damaged")
     roundtrips.start()

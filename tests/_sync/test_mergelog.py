@@ -718,7 +718,7 @@ def test_concurrent_merges_lose_nothing_in_one_round_trip_each(
             assert rec.data[field] == expected[field]  # each result holds its own merge
     assert len({rec.version for rec in mine}) == workers * each  # one version per merge
     assert max(rec.version for rec in mine) == got.version
-    assert made["cmdstat_evalsha"] <= 1.2 * workers * each, made
+    assert made["cmdstat_fcall"] <= 1.2 * workers * each, made
     assert reads - handshakes <= 1.2 * workers * each, (reads, handshakes)
 
 

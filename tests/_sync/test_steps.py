@@ -259,7 +259,7 @@ def test_a_resent_step_record_is_reported_as_made(
         run.lease._abandon()
         taken.append(other.lock("t1", ttl=30).acquire())
 
-    lost = LostReplies(store.client, "EVALSHA", between=take_over)
+    lost = LostReplies(store.client, "FCALL", between=take_over)
     try:
         # The stale run caught its LockLost inside: its exit does not raise it again.
         with store.task("t1", ttl=30) as run:

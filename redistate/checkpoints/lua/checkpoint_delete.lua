@@ -10,6 +10,7 @@ ARGV[2]  the delete's own id ([A-Za-z0-9_-], 1-64 chars)
 ARGV[3]  the write memory (rs_memory): how long (ms) ids are remembered ("0" = nothing
          is remembered), whether this is a resend, and an ack
 memory   KEYS[5] ARGV[3]
+flags    allow-oom
 returns  the number of keys deleted; a resend of a delete that deleted keys returns 1
 errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock
          (nothing deleted).

@@ -10,6 +10,7 @@ ARGV[3]  its position in the chain
 ARGV[4]  the state folded up to and including it, encoded
 ARGV[5]  SHA-256 hex over ARGV[2] and ARGV[4] (computed by the client), or with
          signing keys a seal "<key id>:<HMAC hex>" over the stream key, ARGV[2] and ARGV[4]
+flags    allow-oom
 returns  the number of events removed (0 if that event is no longer there with that
          digest: trimmed meanwhile, or the stream was rebuilt)
 errors   RSARG on malformed arguments. Before any write.

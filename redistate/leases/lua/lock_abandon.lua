@@ -3,6 +3,7 @@
 KEYS[1]  lock key
 KEYS[2]  wake-up list
 ARGV[1]  the token of the abandoned acquire
+flags    allow-oom
 returns  1: it held the lock and released it; 0: it did not hold it
 ]]
 local current = redis.call('GET', KEYS[1])

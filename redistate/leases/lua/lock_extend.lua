@@ -3,6 +3,7 @@ KEYS[1]  lock key
 KEYS[2]  fence key of the lock name (kept as long as the lease)
 ARGV[1]  the lease's value "<token>,<fence>"
 ARGV[2]  new ttl in ms, from now
+flags    allow-oom
 returns  1: extended; 0: not held any more (expired or taken over): nothing changed
 errors   RSARG on malformed arguments.
 ]]

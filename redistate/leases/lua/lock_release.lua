@@ -9,6 +9,7 @@ ARGV[2]  the write memory (rs_memory): how long (ms) released values are remembe
          looked up whether or not this is a resend, since only a lease no longer
          held looks (a release of a lease released already reports it)
 memory   KEYS[3] ARGV[2]
+flags    allow-oom
 returns  1: released (now or by an earlier send of this release); 0: the lease was not
          held any more (expired or taken over): nothing was deleted
 errors   RSARG on malformed arguments.

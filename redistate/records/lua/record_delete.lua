@@ -9,6 +9,7 @@ ARGV[3]  the delete's own id ([A-Za-z0-9_-], 1-32 chars), remembered (scored by 
 ARGV[4]  the write memory (rs_memory): how long (ms) ids are remembered ("0" = nothing
          is remembered), whether this is a resend, and an ack
 memory   KEYS[3] ARGV[4]
+flags    allow-oom
 returns  {status, version}: status 1 = deleted (version: the deleted one, or 0 for a
          resend of a delete already made); 0 = not deleted: absent (version 0) or at
          another version than expected

@@ -4,6 +4,7 @@ KEYS[2]  lock key of the record's id (read only when ARGV[3] is set)
 ARGV[1]  ttl in ms; "0" = no expiry
 ARGV[2]  "1" = also return the value (get with touch), "0" = only the expiry
 ARGV[3]  lease value the touch is guarded by, or "" (unguarded)
+flags    allow-oom
 returns  nil if the record does not exist, else {expires_ms, value or ""}; the value is
          the one read before the touch: its header's expiry field is the old one, so the
          caller takes expires_ms from this reply

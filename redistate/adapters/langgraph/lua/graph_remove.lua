@@ -4,6 +4,7 @@ KEYS[1..7] the thread's keys, see _graph.lua
 ARGV[1]  "latest": keep only the newest checkpoint of each namespace (refused for a
          thread that uses a DeltaChannel: its values are rebuilt from older ones);
          "runs": remove every checkpoint whose run id is one of ARGV[2..]
+flags    allow-oom
 returns  how many checkpoints were removed; -1: "latest" refused, nothing removed
 errors   RSARG on malformed arguments. Before any write.
 ]]
