@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,9 @@ import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
-from redistate import AsyncStore, LockTimeout, PermissionDenied, Store
+from redistate import AsyncStore, LockTimeout, PermissionDenied, RedistateWarning, Store
 from redistate.agents import RedistateSession
+from redistate.core import connection
 from redistate.core.encryption import EncryptedCodec
 from redistate.core.keys import KeySpace
 from redistate.core.scripts import _ARGS, acl_commands, lua_commands, names
@@ -99,6 +102,8 @@ def test_the_printed_acl_runs_a_full_workload_and_nothing_else(
     admin = server_backend.raw()
     _create(admin, _acl_line(namespace, user), user)
     admin.acl_log_reset()
+    admin.function_flush()  # the user loads the library itself
+    admin.config_resetstat()
     url = _url(server_backend, user)
     with Store.from_url(url, namespace=namespace) as store:
         rec = store.sessions.put("s1", {"n": 1}, ttl=60)
@@ -140,7 +145,10 @@ def test_the_printed_acl_runs_a_full_workload_and_nothing_else(
         asyncio.run(session.clear_session())
         assert store.users.erase("bob").profile is False
         assert store.checkpoints.delete("t") is True
-        assert store._conn.resends == 0
+        assert store._conn.resends == 0 and store._conn._fcall
+    stats = admin.info("commandstats")
+    assert stats["cmdstat_function|load"]["calls"] == 1 and stats["cmdstat_fcall"]["calls"] > 40
+    assert "cmdstat_evalsha" not in stats, stats  # every script ran as a function
     env = dict(os.environ, REDISTATE_URL=url)
     for args in (
         ["ls", "task"],
@@ -402,7 +410,9 @@ def test_each_command_denied_in_turn_is_named_and_no_operation_writes_half(
                     except PermissionDenied as exc:
                         assert exc.command == command, (name, str(exc))
                         continue  # the operation cannot be reached without it
-                    admin_client.script_flush()  # the denied user must load what it runs
+                    # The denied user must load what it runs.
+                    admin_client.script_flush()
+                    admin_client.function_flush()
                     before = snapshot(admin_client, namespace)
                     tried += 1
                     try:
@@ -438,6 +448,42 @@ def test_each_command_denied_in_turn_is_named_and_no_operation_writes_half(
     )
     assert partial == 0
     assert denied_ops > 250
+
+
+@pytest.mark.parametrize("denied", ["function|load", "fcall"])
+def test_a_user_who_may_not_load_or_call_functions_runs_scripts_by_evalsha(
+    server_backend: Backend,
+    namespace: str,
+    user: str,
+    denied: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ACL from before functions (or one that leaves them out): the first call meets
+    NOPERM on FUNCTION LOAD (or FCALL), the store warns once, loudly, naming the missing
+    permission, and runs every script by EVALSHA from then on; nothing is refused."""
+    monkeypatch.setattr(connection, "_warned", set())  # earlier tests warned already
+    admin = server_backend.raw()
+    _create(admin, f"{_acl_line(namespace, user)} -{denied}", user)
+    admin.function_flush()
+    admin.config_resetstat()
+    url = _url(server_backend, user)
+    with Store.from_url(url, namespace=namespace) as store:
+        with pytest.warns(RedistateWarning, match=rf"refused '{re.escape(denied)}'") as found:
+            store.sessions.put("s", {"n": 1})
+        assert "EVALSHA instead of FCALL" in str(found[0].message)
+        assert "+fcall +function|load" in str(found[0].message)
+        assert not store._conn._fcall
+        store.users.merge("u", {"a": 1})
+        store.checkpoints.save("t", {"n": 1})
+        got = store.sessions.get("s")
+        assert got is not None and got.data == {"n": 1}
+    with Store.from_url(url, namespace=namespace) as again, warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per server and process
+        again.sessions.put("s", {"n": 2})
+    stats = admin.info("commandstats")
+    assert stats["cmdstat_evalsha"]["calls"] >= 4, stats
+    assert admin.function_list() == [] or denied == "fcall"
+    admin.close()
 
 
 def test_the_checked_argument_counts_are_the_servers_arities(server_backend: Backend) -> None:

@@ -532,8 +532,8 @@ class AsyncConnection:
         message = (
             f"redis at {self.address} refused {denied!r} to this user (ACL: {text}): "
             f"redistate runs its scripts by EVALSHA instead of FCALL, which costs the "
-            f"server ~6 µs more per call (each call defines the scripts' libraries "
-            f"again). Allow +fcall +function|load (`redistate acl` prints the ACL)"
+            f"server more per call (each call defines the scripts' libraries again). "
+            f"Allow +fcall +function|load (`redistate acl` prints the ACL)"
         )
         with _warned_lock:
             first = self.address not in _warned

@@ -160,7 +160,7 @@ def test_the_acl_is_the_lua_commands_and_the_clients_own() -> None:
     every = scripts.acl_commands()
     assert list(every) == sorted(set(every))
     assert set(every) == lua | set(scripts.CLIENT_COMMANDS)
-    for command in ("evalsha", "script|load", "get", "scan", "wait", "blpop", "xrange"):
+    for command in ("fcall", "function|load", "evalsha", "script|load", "get", "scan", "wait"):
         assert command in every
     assert 40 <= len(every) <= 80  # printed on one line by `redistate acl`
 
@@ -216,3 +216,45 @@ def test_a_script_parsing_a_memory_argument_must_declare_it(
     monkeypatch.setattr(scripts, "_code", lambda name: "local m = rs_memory(ARGV[1])")
     with pytest.raises(KeyError, match="no 'memory' line"):
         scripts._memory("x")
+
+
+# -- the function library --------------------------------------------------------------
+
+
+def test_the_library_is_named_by_a_hash_of_its_source_and_registers_every_script() -> None:
+    name, source = scripts.library()
+    assert re.fullmatch(r"redistate_[0-9a-f]{16}", name)
+    first, body = source.split("\n", 1)
+    assert first == f"#!lua name={name}"
+    assert name[len("redistate_") :] == hashlib.sha1(
+        body.replace(f"'{name}_", "'@@_").encode()
+    ).hexdigest()[:16]
+    registered = re.findall(r"function_name = '([\w]+)'", source)
+    assert registered == [f"{name}_{n}" for n in scripts.names()]
+    for n in scripts.names():
+        run = script(n)
+        assert run.function == f"{name}_{n}"
+        assert re.fullmatch(r"\w+", run.function) and len(run.function) < 64
+        # The function's body is the script's EVALSHA text less its libraries.
+        start = source.index(f"function_name = '{run.function}'")
+        callback = source[start : source.index("\nend}\n", start)]
+        assert scripts._acl_prelude(n) + scripts._read(n) in callback
+    # Each library is defined once, at the top, before any function.
+    for lib in ("_envelope", "_graph"):
+        assert source.count(scripts._read(lib)) == 1
+        assert source.index(scripts._read(lib)) < source.index("redis.register_function")
+
+
+def test_flags_pure_readers_are_no_writes_and_only_allow_oom_may_be_declared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert scripts.flags("read_lists") == ("no-writes",)
+    assert scripts.flags("checkpoint_find") == ("no-writes",)
+    assert scripts.flags("record_put") == ()
+    assert scripts.flags("record_delete") == ("allow-oom",)
+    for n in scripts.names():
+        if "no-writes" in scripts.flags(n):
+            assert scripts.lua_commands(n) <= scripts._READS, n
+    monkeypatch.setattr(scripts, "_read", lambda name: "--[[ x\nflags    no-writes\n]]\n")
+    with pytest.raises(KeyError, match="unknown flags"):
+        scripts.flags("record_put")
