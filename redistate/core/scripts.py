@@ -313,9 +313,10 @@ def library() -> tuple[str, str]:
     """The server-side library of every script (FUNCTION LOAD): its name and its
     source. The ``_*.lua`` libraries are defined once at its top level; each script is
     a function whose body sets KEYS and ARGV (locals of the library) to its arguments,
-    then runs its ACL check and its file: the text EVALSHA runs, less the libraries. The name is ``redistate_<hash>`` of the
-    body, and each function is named ``<library name>_<script>``: a new version loads
-    beside an old one (no REPLACE), and a rolling upgrade never calls the other's."""
+    then runs its ACL check and its file: the text EVALSHA runs, less the libraries.
+    The name is ``redistate_<hash>`` of the body, and each function is named
+    ``<library name>_<script>``: a new version loads beside an old one (no REPLACE),
+    and a rolling upgrade never calls the other's."""
     # KEYS and ARGV: the call's, set first by each function, so that library code
     # reads them as in a script (_graph's helpers do). One call runs at a time.
     body = [

@@ -226,9 +226,10 @@ def test_the_library_is_named_by_a_hash_of_its_source_and_registers_every_script
     assert re.fullmatch(r"redistate_[0-9a-f]{16}", name)
     first, body = source.split("\n", 1)
     assert first == f"#!lua name={name}"
-    assert name[len("redistate_") :] == hashlib.sha1(
-        body.replace(f"'{name}_", "'@@_").encode()
-    ).hexdigest()[:16]
+    assert (
+        name[len("redistate_") :]
+        == hashlib.sha1(body.replace(f"'{name}_", "'@@_").encode()).hexdigest()[:16]
+    )
     registered = re.findall(r"function_name = '([\w]+)'", source)
     assert registered == [f"{name}_{n}" for n in scripts.names()]
     for n in scripts.names():
