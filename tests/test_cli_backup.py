@@ -632,9 +632,17 @@ def test_in_process_a_bad_file_raises_and_writes_nothing(tmp_path: Path) -> None
         assert list(store.client.scan_iter(match="other:*")) == []
 
 
+@pytest.mark.parametrize("mode", ["function", "script"])
 def test_scripts_flushed_during_an_import_are_loaded_again(
-    server_backend: Backend, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server_backend: Backend,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
 ) -> None:
+    """The import's loads are lost three times (as if flushed right after each): the
+    function library (FUNCTION LOAD), or each script (SCRIPT LOAD) for a connection that
+    runs them by EVALSHA, is loaded again and every line imported."""
     with Store(server_backend.sync_client(), namespace=namespace) as store:
         seed(store)
         path = tmp_path / "backup.jsonl"
@@ -642,16 +650,29 @@ def test_scripts_flushed_during_an_import_are_loaded_again(
             store.admin.export(sink)
         client: Any = store.client
         client.script_flush()
-        load = client.script_load
+        client.function_flush()
+        store._conn._fcall = mode == "function"
         skipped: list[str] = []
+        if mode == "script":
+            load = client.script_load
 
-        def lose_the_first_loads(source: str) -> Any:
-            if len(skipped) < 3:  # the import's own loads: as if flushed right after
-                skipped.append(source)
-                return None
-            return load(source)
+            def lose_the_first_loads(source: str) -> Any:
+                if len(skipped) < 3:  # the import's own loads: as if flushed right after
+                    skipped.append(source)
+                    return None
+                return load(source)
 
-        monkeypatch.setattr(client, "script_load", lose_the_first_loads)
+            monkeypatch.setattr(client, "script_load", lose_the_first_loads)
+        else:
+            execute = client.execute_command
+
+            def lose_the_first_function_loads(*args: Any, **options: Any) -> Any:
+                if args[:2] == ("FUNCTION", "LOAD") and len(skipped) < 3:
+                    skipped.append(args[2])
+                    return None
+                return execute(*args, **options)
+
+            monkeypatch.setattr(client, "execute_command", lose_the_first_function_loads)
         report = store.admin.import_file(path, force=True)
     assert len(skipped) == 3 and sum(report.imported.values()) == 7 and report.failed == []
 
