@@ -33,6 +33,7 @@ from ._translate import (
     translate,
     unavailable,
 )
+from .batching import Call
 from .durability import DEFAULT as DEFAULT_DURABILITY
 from .durability import Durability, check_durability, check_replica_timeout
 from .errors import ForkedStore, LockLost, NotReplicated, RedistateError
@@ -740,6 +741,121 @@ class Connection:
                     client.script_load(source)
                 todo = missing
         return out
+
+    def writes(self, calls: Sequence[Call], replicas: int = 0) -> list[Any]:
+        """Many writes in one round trip per server (a cluster: per primary), each
+        script atomic on its own, each server's in the order given. Returns each call's
+        reply as its script reads it, or the error of a call that failed (translated;
+        a lease past its deadline or refused is marked lost, as :meth:`script` does).
+        With ``replicas``, one WAIT ends each server's pipeline and a write that server
+        made and fewer replicas confirmed gets NotReplicated. On a transient failure
+        only the calls without a reply are sent again, marked as resends: the write
+        memory recognises each one that was applied. Calls acknowledged like
+        :meth:`script`'s once answered."""
+        out: list[Any] = [_NO_REPLY] * len(calls)
+        if not calls:
+            return out
+        early: set[int] = set()  # refused before sending: already marked lost
+        for at, call in enumerate(calls):
+            if call.lease is not None:
+                try:
+                    sync_confirm(call.lease)
+                except LockLost as lost:
+                    out[at] = lost
+                    early.add(at)
+        if self._unready:
+            self._ready()
+        sends = [self._memory_args(c.script, c.keys, c.args) for c in calls]
+        started = time.monotonic()
+        first = [s[0] for s in sends]
+        try:
+            self._writes(calls, first, out, replicas)
+        except ERRORS as exc:
+            again = [s[1] for s in sends]
+            retry = functools.partial(self._writes, calls, again, out, replicas)
+            try:
+                self._recover(exc, retry, started, None, "evalsha")
+            except RedistateError as failed:  # unavailable: whatever has no reply failed
+                for at, reply in enumerate(out):
+                    if reply is _NO_REPLY:
+                        out[at] = failed
+        for at, (call, reply) in enumerate(zip(calls, out, strict=True)):
+            if isinstance(reply, Exception) and not isinstance(reply, RedistateError):
+                reply = out[at] = translate(reply, self.address, "evalsha")
+            if isinstance(reply, LockLost) and call.lease is not None and at not in early:
+                explain = getattr(call.lease, "_refused", None)
+                message = explain(str(reply)) if callable(explain) else str(reply)
+                sync_lost(call.lease)
+                refusal = LockLost(message)
+                refusal.__cause__ = reply.__cause__  # the server's reply
+                out[at] = refusal
+            run = call.script
+            done = isinstance(reply, Exception) or run.wrote(reply)
+            if call.wid is not None and run.memory is not None and done:
+                self._acked(call.keys[run.memory[0]], call.wid)
+        return out
+
+    def _writes(
+        self,
+        calls: Sequence[Call],
+        args: Sequence[Sequence[Any]],
+        out: list[Any],
+        replicas: int,
+    ) -> None:
+        """Send every call of ``calls`` without a reply in ``out`` yet; fill ``out``.
+        A transient failure is raised after the replies that did come are kept."""
+        by_server: dict[int, tuple[Redis, list[int]]] = {}
+        for at, call in enumerate(calls):
+            if out[at] is _NO_REPLY:
+                client = self._node_client(call.keys[0])
+                by_server.setdefault(id(client), (client, []))[1].append(at)
+        transient: BaseException | None = None
+        for client, members in by_server.values():
+            todo, wrote, acked = members, [], replicas
+            for loads in range(_RELOADS + 1):
+                with client.pipeline(transaction=False) as pipe:
+                    queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
+                    for at in todo:
+                        call = calls[at]
+                        queue("EVALSHA", call.script.sha, len(call.keys), *call.keys, *args[at])
+                    if replicas:
+                        queue("WAIT", replicas, self.wait_ms)
+                    try:
+                        replies = pipe.execute(raise_on_error=False)
+                    except ERRORS:
+                        self._relearn(calls[todo[0]].keys[0])
+                        raise
+                waited = replies.pop() if replicas else replicas
+                missing: list[int] = []
+                for at, reply in zip(todo, replies, strict=True):
+                    if isinstance(reply, rex.NoScriptError) and loads < _RELOADS:
+                        missing.append(at)
+                    elif isinstance(reply, Exception) and is_transient(reply):
+                        self._relearn(calls[at].keys[0])
+                        transient = reply
+                    elif isinstance(reply, Exception):
+                        out[at] = reply
+                    else:
+                        out[at] = parsed = calls[at].script.read(reply)
+                        if calls[at].script.wrote(parsed):
+                            wrote.append(at)
+                # A refused WAIT confirmed nothing.
+                acked = 0 if isinstance(waited, Exception) else min(acked, int(waited))
+                if not missing:
+                    break
+                for source in {calls[at].script.source for at in missing}:
+                    client.script_load(source)
+                todo = missing
+            if replicas and acked < replicas:
+                for at in wrote:
+                    out[at] = NotReplicated(
+                        f"{calls[at].keys[0]!r} was written on the primary at "
+                        f"{self.address} but {acked} of {replicas} replica(s) confirmed "
+                        f"the batch within {self.wait_ms} ms: the write may still "
+                        f"exist, and a failover may lose it"
+                    )
+        if transient is not None:
+            raise transient
 
     def xrange(
         self, key: str, start: str, end: str, count: int
