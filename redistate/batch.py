@@ -16,8 +16,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .core._io import WithGuard, sync_resolve
-from .core.batching import BatchError, BatchNotSent, Pending, Prepared
+from .core.batching import Pending, Prepared
 from .core.durability import Durability
+from .core.errors import BatchError, BatchNotSent
 from .records.spec import DEFAULT, TTL, Record
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from .errors import RedistateError
+from .errors import BatchError, BatchNotSent
 from .scripts import Script
 
 __all__ = ["BatchError", "BatchNotSent", "Call", "Pending", "Prepared"]
@@ -41,29 +41,6 @@ class Prepared:
     kind: str
     call: Call
     finish: Callable[[Any], Any]
-
-
-class BatchNotSent(RedistateError):
-    """A batched write's result was asked for before the batch was sent (or after
-    the block raised, which sends nothing)."""
-
-
-class BatchError(RedistateError):
-    """Some writes of a batch failed; the others were applied (writes are not atomic
-    together). ``failures`` lists ``(index, kind, error)`` in queueing order; every
-    write's :class:`Pending` keeps its own result or error."""
-
-    def __init__(self, failures: Sequence[tuple[int, str, BaseException]], total: int) -> None:
-        self.failures = list(failures)
-        self.exceptions = [error for _, _, error in self.failures]
-        self.total = total
-        shown = "; ".join(f"#{at} {kind}: {error}" for at, kind, error in self.failures[:5])
-        more = len(self.failures) - 5
-        tail = f"; and {more} more" if more > 0 else ""
-        super().__init__(
-            f"{len(self.failures)} of {total} batched writes failed (the others were "
-            f"applied): {shown}{tail}"
-        )
 
 
 _QUEUED, _DONE, _FAILED, _DROPPED = range(4)

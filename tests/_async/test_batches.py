@@ -9,13 +9,14 @@ import pytest
 
 from redistate import (
     AsyncStore,
+    BatchError,
+    BatchNotSent,
     ConflictError,
     InvalidId,
     LockLost,
     NotReplicated,
     StateTooLarge,
 )
-from redistate.core.batching import BatchError, BatchNotSent
 from tests.conftest import Backend, _backend
 from tests.proxy import FaultProxy
 from tests.roundtrips import server_reads
