@@ -780,7 +780,12 @@ class Connection:
                     if reply is _NO_REPLY:
                         out[at] = failed
         for at, (call, reply) in enumerate(zip(calls, out, strict=True)):
-            if isinstance(reply, Exception) and not isinstance(reply, RedistateError):
+            run = call.script
+            if not isinstance(reply, Exception):  # the usual case first
+                if call.wid is not None and run.memory is not None and run.wrote(reply):
+                    self._acked(call.keys[run.memory[0]], call.wid)
+                continue
+            if not isinstance(reply, RedistateError):
                 reply = out[at] = translate(reply, self.address, "evalsha")
             if isinstance(reply, LockLost) and call.lease is not None and at not in early:
                 explain = getattr(call.lease, "_refused", None)
@@ -789,9 +794,7 @@ class Connection:
                 refusal = LockLost(message)
                 refusal.__cause__ = reply.__cause__  # the server's reply
                 out[at] = refusal
-            run = call.script
-            done = isinstance(reply, Exception) or run.wrote(reply)
-            if call.wid is not None and run.memory is not None and done:
+            if call.wid is not None and run.memory is not None:  # failed: done with
                 self._acked(call.keys[run.memory[0]], call.wid)
         return out
 
@@ -828,17 +831,18 @@ class Connection:
                 waited = replies.pop() if replicas else replicas
                 missing: list[int] = []
                 for at, reply in zip(todo, replies, strict=True):
-                    if isinstance(reply, rex.NoScriptError) and loads < _RELOADS:
+                    if not isinstance(reply, Exception):  # the usual case first
+                        run = calls[at].script
+                        out[at] = parsed = run.read(reply)
+                        if replicas and run.wrote(parsed):
+                            wrote.append(at)
+                    elif isinstance(reply, rex.NoScriptError) and loads < _RELOADS:
                         missing.append(at)
                     elif isinstance(reply, Exception) and is_transient(reply):
                         self._relearn(calls[at].keys[0])
                         transient = reply
-                    elif isinstance(reply, Exception):
-                        out[at] = reply
                     else:
-                        out[at] = parsed = calls[at].script.read(reply)
-                        if calls[at].script.wrote(parsed):
-                            wrote.append(at)
+                        out[at] = reply
                 # A refused WAIT confirmed nothing.
                 acked = 0 if isinstance(waited, Exception) else min(acked, int(waited))
                 if not missing:
