@@ -18,6 +18,7 @@ from redistate import (
     NotReplicated,
     StateTooLarge,
 )
+from redistate.core.connection import _NO_REPLY, Connection
 from tests.conftest import Backend, _backend
 from tests.proxy import FaultProxy
 from tests.roundtrips import server_reads
@@ -270,3 +271,54 @@ def test_a_replicated_batch_no_replica_confirms_fails_each_write(
         assert got is not None and got.data == {"n": 1}  # written on the primary
     finally:
         store.close()
+
+
+def test_lost_replies_are_resent_and_applied_once_on_every_backend(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis
+
+    real = Connection._writes
+    lost: list[int] = []
+
+    def losing(self: Connection, calls: Any, args: Any, out: Any, replicas: Any) -> Any:
+        real(self, calls, args, out, replicas)  # every write applied
+        if not lost:
+            lost.append(len(out))
+            out[:] = [_NO_REPLY] * len(out)  # and no reply read
+            raise redis.ConnectionError("replies lost on purpose by the test")
+
+    seed = store.sessions.put("s", {"v": 0})
+    monkeypatch.setattr(Connection, "_writes", losing)
+    with store.batch() as b:
+        put = b.sessions.put("s", {"v": 1}, if_version=seed.version)
+        gone = b.sessions.delete("s2")
+        merge = b.users.merge("u", {"n": 1})
+        save = b.checkpoints.save("t", {"n": 1})
+        log = b.checkpoints.log("t", {"m": 1})
+        event = b.events.append("e", "once", {})
+    assert lost == [6] and store._conn.recovered == 1
+    got = store.sessions.get("s")
+    assert got is not None and got.version == put.result().version and got.data == {"v": 1}
+    assert gone.result() is False and merge.result().data == {"n": 1}
+    assert [c.id for c in store.checkpoints.history("t")] == [save.result().id]
+    assert log.result() == 1
+    restored = store.checkpoints.restore("t")
+    assert restored is not None and restored.state == {"n": 1, "m": 1}
+    assert [e.seq for e in store.events.read("e")] == [event.result().seq] == [1]
+
+
+def test_a_batch_reloads_flushed_scripts(
+    server_store: Store, server_backend: Backend
+) -> None:
+    _warm(server_store)
+    raw = server_backend.raw()
+    try:
+        raw.script_flush()
+    finally:
+        raw.close()
+    with server_store.batch() as b:
+        puts = [b.sessions.put(f"s{n}", {"n": n}) for n in range(3)]
+        save = b.checkpoints.save("t", {"n": 1})
+    assert [p.result().data for p in puts] == [{"n": n} for n in range(3)]
+    assert save.result().state == {"n": 1}
