@@ -11,6 +11,7 @@ node applies its writes in the order they were queued.
 from __future__ import annotations
 
 import inspect
+import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,9 @@ from .core._io import AsyncWithGuard, async_resolve
 from .core.batching import Pending, Prepared
 from .core.durability import Durability
 from .core.errors import BatchError, BatchNotSent
+from .records.mergepatch import merge_patch
 from .records.spec import DEFAULT, TTL, Record
+from .steps.spec import check_step_name
 
 if TYPE_CHECKING:
     from .checkpoints.spec import Checkpoint
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
     from .events.spec import Event
     from .events.stream_async import AsyncEvents
     from .records.collection_async import AsyncCollection
+    from .steps.runner_async import AsyncTaskRun
     from .store_async import AsyncStore
 
 __all__ = [
@@ -33,6 +37,8 @@ __all__ = [
     "AsyncBatchCheckpoints",
     "AsyncBatchEvents",
     "AsyncBatchRecords",
+    "AsyncBatchRun",
+    "AsyncRunBatch",
     "BatchError",
     "BatchNotSent",
     "Pending",
@@ -240,3 +246,101 @@ class AsyncBatchEvents:
         pending: Pending[Event] = self._batch._queue("events.append", prepared)
         self._heads[entity] = end
         return pending
+
+
+class AsyncRunBatch(AsyncBatch):
+    """``async with run.batch() as b``: a batch whose ``b.run`` queues the task run's
+    own guarded writes (see :class:`AsyncBatchRun`)."""
+
+    def __init__(
+        self, store: AsyncStore, run: AsyncTaskRun, durability: Durability | None = None
+    ) -> None:
+        super().__init__(store, durability)
+        self.run = AsyncBatchRun(self, run)
+        """Queue the run's save, log and step records, guarded by its lease."""
+
+    async def __aenter__(self) -> AsyncRunBatch:
+        return self
+
+
+class AsyncBatchRun:
+    """A task run's writes queued in a batch, each guarded by the run's lease; the run
+    (``state``, ``checkpoint``, its step records) follows each one that succeeds, in
+    the order queued."""
+
+    __slots__ = ("_batch", "_run")
+
+    def __init__(self, batch: AsyncBatch, run: AsyncTaskRun) -> None:
+        self._batch = batch
+        self._run = run
+
+    def save(
+        self,
+        state: Any,
+        *,
+        phase: str | None = None,
+        progress: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Pending[Checkpoint]:
+        """Queue ``run.save``; once applied, ``state`` is the run's state."""
+        run = self._run
+        prepared = run._store.checkpoints._prepare_save(
+            run.task_id, state, phase, progress, metadata, None, None, DEFAULT, run.lease
+        )
+
+        async def saved(checkpoint: Checkpoint) -> Checkpoint:
+            run.state, run.checkpoint = state, checkpoint
+            return checkpoint
+
+        return self._batch._queue("run.save", _then(prepared, saved))
+
+    def log(self, delta: dict[str, Any]) -> Pending[int]:
+        """Queue ``run.log``; once applied, the delta is merged into the run's state.
+        Its result is the log's length."""
+        run = self._run
+        prepared = run._store.checkpoints._prepare_log(
+            run.task_id, delta, None, DEFAULT, run.lease, None
+        )
+
+        async def logged(length: int) -> int:
+            run.state = merge_patch(run.state, delta)
+            return length
+
+        return self._batch._queue("run.log", _then(prepared, logged))
+
+    def record(self, name: str, result: Any) -> Pending[Any]:
+        """Queue the record of step ``name``'s result, computed by the caller (an
+        idempotent step run outside ``run.step``): once applied, ``run.step(name, ...)``
+        returns it without a call. A result recorded before is final: the Pending's
+        result is the recorded one. Until the batch is sent nothing is recorded, so a
+        crash before that runs the work again on resume (as for an idempotent step).
+
+        Raises:
+            CodecError, StateTooLarge: the result cannot be recorded (nothing queued).
+        """
+        run = self._run
+        check_step_name(name)
+        spec = run._store.checkpoints.step_spec
+        key = run._store.keys.task_steps(run.task_id)
+        now = time.time_ns() // 1_000_000
+        record = spec.done(key, name, True, run.lease.fence, now, now, result)
+        prepared = run._store.checkpoints._prepare_step(run.task_id, name, record, run.lease)
+
+        async def recorded(found: bytes | None) -> Any:
+            step = spec.parse(key, name, found if found is not None else record)
+            run._steps[name] = step
+            return step.result
+
+        return self._batch._queue("run.record", _then(prepared, recorded))
+
+
+def _then(prepared: Prepared, after: Any) -> Prepared:
+    """``prepared`` whose result then goes through ``after`` (the run follows it)."""
+
+    async def finish(reply: Any) -> Any:
+        result = prepared.finish(reply)
+        if inspect.isawaitable(result):
+            result = await async_resolve(result)
+        return await after(result)
+
+    return Prepared(prepared.kind, prepared.call, finish)

@@ -87,12 +87,21 @@ class Checkpoints:
         """step_record: one guarded script (LockLost once another owner holds the task),
         WAITed for like a save under ``durability="replicated"``. Returns the result
         already recorded for the step (a result is final), or None when written."""
+        prepared = self._prepare_step(task_id, name, record, lease)
+        replicas = self._conn.replicas(None)
+        return prepared.finish(self._send(prepared, replicas))  # type: ignore[no-any-return]
+
+    def _prepare_step(self, task_id: str, name: str, record: bytes, lease: Any) -> Prepared:
+        """step_record's call (the runner and a run's batch send it); its finish
+        returns the result recorded before, or None when this one was written."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
         args = StepRecordArgs(name, record, guard, self.spec.ttl_ms).argv()
         step_keys = (keys[5], keys[0], keys[3], keys[2])
-        replicas = self._conn.replicas(None)
-        reply = self._conn.script(_STEP, step_keys, args, replicas=replicas, lease=lease)
-        return reply.existing
+
+        def finish(reply: StepRecordReply) -> bytes | None:
+            return reply.existing
+
+        return Prepared("step", Call(_STEP, step_keys, args, None, lease), finish)
 
     def save(
         self,

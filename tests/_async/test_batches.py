@@ -321,3 +321,48 @@ async def test_a_batch_reloads_flushed_scripts(
         save = b.checkpoints.save("t", {"n": 1})
     assert [p.result().data for p in puts] == [{"n": n} for n in range(3)]
     assert save.result().state == {"n": 1}
+
+
+async def test_a_run_batches_its_save_log_and_step_records(store: AsyncStore) -> None:
+    def never(*_: Any) -> Any:
+        raise AssertionError("a recorded step is not called again")
+
+    async with store.task("t1") as run:
+        async with run.batch() as b:
+            c = b.run.save({"n": 1}, phase="work")
+            log = b.run.log({"m": 2})
+            step = b.run.record("fetch", {"hits": 3})
+            note = b.sessions.put("t1", {"seen": True})
+        assert c.result().state == {"n": 1} and log.result() == 1
+        assert step.result() == {"hits": 3} and note.result().data == {"seen": True}
+        assert run.state == {"n": 1, "m": 2} and run.checkpoint == c.result()
+        assert await run.step("fetch", never) == {"hits": 3}
+        async with run.batch() as b:
+            again = b.run.record("fetch", {"hits": 99})  # a recorded result is final
+        assert again.result() == {"hits": 3}
+    async with store.task("t1") as run:
+        assert run.resumed and run.state == {"n": 1, "m": 2}
+        assert await run.step("fetch", never) == {"hits": 3}
+    steps = await store.checkpoints.steps("t1")
+    assert [(s.name, s.result) for s in steps] == [("fetch", {"hits": 3})]
+
+
+async def test_a_run_batch_is_one_round_trip(
+    server_store: AsyncStore, server_backend: Backend
+) -> None:
+    store = server_store
+    await _warm(store)
+    async with store.task("t1") as run:
+        await run.step("warm", lambda: 0)  # loads step_record
+        raw = server_backend.raw()
+        try:
+            before = server_reads(raw)
+            async with run.batch() as b:
+                b.run.save({"n": 1})
+                b.run.log({"m": 1})
+                b.run.record("a", 1)
+                b.run.record("b", 2)
+            reads = server_reads(raw) - before - 1
+        finally:
+            raw.close()
+    assert reads == 1
