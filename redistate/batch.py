@@ -61,6 +61,7 @@ class Batch(WithGuard):
         self._store = store
         self._conn = store._conn
         self._replicas = self._conn.replicas(durability)
+        self._durability = durability  # for what a write sends alone after the batch
         self._writes: list[tuple[Prepared, Pending[Any]]] = []
         self._sent = False
         self.sessions = BatchRecords(self, store.sessions, "sessions")
@@ -175,7 +176,8 @@ class BatchRecords:
         """Queue :meth:`Collection.merge`; its result is the merged Record. A merge
         whose turn it is to fold the record's patches back does so after the batch
         (one more round trip, as alone)."""
-        prepared = self._collection._prepare_merge(id, patch, ttl, lease, returning, None)
+        durability = self._batch._durability
+        prepared = self._collection._prepare_merge(id, patch, ttl, lease, returning, durability)
         return self._batch._queue(f"{self._name}.merge", prepared)
 
     def delete(self, id: str, *, if_version: int | None = None, lease: Any = None) -> Pending[bool]:
@@ -224,7 +226,8 @@ class BatchCheckpoints:
         """Queue :meth:`Checkpoints.log`; its result is the log's length. Logged
         after the newest checkpoint when the delta reaches the server: a save queued
         before it in the same batch comes first."""
-        prepared = self._checkpoints._prepare_log(task_id, delta, delta_id, ttl, lease, None)
+        durability = self._batch._durability
+        prepared = self._checkpoints._prepare_log(task_id, delta, delta_id, ttl, lease, durability)
         return self._batch._queue("checkpoints.log", prepared)
 
 
@@ -298,7 +301,7 @@ class BatchRun:
         Its result is the log's length."""
         run = self._run
         prepared = run._store.checkpoints._prepare_log(
-            run.task_id, delta, None, DEFAULT, run.lease, None
+            run.task_id, delta, None, DEFAULT, run.lease, self._batch._durability
         )
 
         def logged(length: int) -> int:

@@ -99,4 +99,5 @@ class Pending(Generic[T]):
         self._state, self._error = _FAILED, error
 
     def _drop(self) -> None:
-        self._state = _DROPPED
+        if self._state == _QUEUED:  # a result already there stays readable
+            self._state = _DROPPED

@@ -366,3 +366,17 @@ async def test_a_run_batch_is_one_round_trip(
         finally:
             raw.close()
     assert reads == 1
+
+
+async def test_a_batch_sent_inside_its_block_keeps_its_results(store: AsyncStore) -> None:
+    first = await store.sessions.put("s", {"v": 1})
+    await store.sessions.put("s", {"v": 2})
+    with pytest.raises(BatchError):
+        async with store.batch() as b:
+            ok = b.sessions.put("a", {"n": 1})
+            b.sessions.put("s", {"v": 3}, if_version=first.version)
+            await b.send()  # raises here, inside the block
+    assert ok.result().data == {"n": 1}  # still readable after the block
+    async with store.batch() as b:
+        pass  # an empty batch sends nothing
+    assert len(b) == 0
