@@ -380,3 +380,36 @@ async def test_a_batch_sent_inside_its_block_keeps_its_results(store: AsyncStore
     async with store.batch() as b:
         pass  # an empty batch sends nothing
     assert len(b) == 0
+
+
+async def test_signed_and_encrypted_writes_batch_like_single_ones(
+    backend: Backend, namespace: str
+) -> None:
+    import os
+
+    from redistate import EncryptedCodec, SigningKeys
+
+    store = AsyncStore(
+        backend.async_client(),
+        namespace=namespace,
+        codec=EncryptedCodec({"k1": os.urandom(32)}, primary="k1"),
+        signing=SigningKeys({"s1": os.urandom(32)}, "s1"),
+    )
+    try:
+        await store.checkpoints.save("t", {"n": 0})
+        async with store.batch() as b:
+            put = b.sessions.put("s", {"secret": 1})
+            merge = b.users.merge("u", {"a": 1})
+            save = b.checkpoints.save("t", {"n": 1})
+            log = b.checkpoints.log("t", {"m": 1})  # sealed for the save before it: resealed
+            event = b.events.append("t", "saved", {"n": 1})
+        assert put.result().data == {"secret": 1} and merge.result().data == {"a": 1}
+        assert log.result() == 1 and event.result().seq == 1
+        restored = await store.checkpoints.restore("t")
+        assert restored is not None and restored.complete
+        assert restored.checkpoint == save.result() and restored.state == {"n": 1, "m": 1}
+        got = await store.sessions.get("s")
+        assert got is not None and got.data == {"secret": 1}
+        assert (await store.events.verify("t")).ok
+    finally:
+        await store.aclose()
