@@ -809,7 +809,8 @@ class AsyncConnection:
         replicas: int,
     ) -> None:
         """Send every call of ``calls`` without a reply in ``out`` yet; fill ``out``.
-        A transient failure is raised after the replies that did come are kept."""
+        A failure is raised once every server was tried and the replies that did
+        come are kept: a retry sends only what is still unanswered."""
         by_server: dict[int, tuple[Redis, list[int]]] = {}
         for at, call in enumerate(calls):
             if out[at] is _NO_REPLY:
@@ -817,50 +818,69 @@ class AsyncConnection:
                 by_server.setdefault(id(client), (client, []))[1].append(at)
         transient: BaseException | None = None
         for client, members in by_server.values():
-            todo, wrote, acked = members, [], replicas
-            for loads in range(_RELOADS + 1):
-                async with client.pipeline(transaction=False) as pipe:
-                    queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
-                    for at in todo:
-                        call = calls[at]
-                        queue("EVALSHA", call.script.sha, len(call.keys), *call.keys, *args[at])
-                    if replicas:
-                        queue("WAIT", replicas, self.wait_ms)
-                    try:
-                        replies = await pipe.execute(raise_on_error=False)
-                    except ERRORS:
-                        await self._relearn(calls[todo[0]].keys[0])
-                        raise
-                waited = replies.pop() if replicas else replicas
-                missing: list[int] = []
-                for at, reply in zip(todo, replies, strict=True):
-                    if not isinstance(reply, Exception):  # the usual case first
-                        run = calls[at].script
-                        out[at] = parsed = run.read(reply)
-                        if replicas and run.wrote(parsed):
-                            wrote.append(at)
-                    elif isinstance(reply, rex.NoScriptError) and loads < _RELOADS:
-                        missing.append(at)
-                    elif isinstance(reply, Exception) and is_transient(reply):
-                        await self._relearn(calls[at].keys[0])
-                        transient = reply
-                    else:
-                        out[at] = reply
-                # A refused WAIT confirmed nothing.
-                acked = 0 if isinstance(waited, Exception) else min(acked, int(waited))
-                if not missing:
-                    break
-                for source in {calls[at].script.source for at in missing}:
-                    await client.script_load(source)
-                todo = missing
-            if replicas and acked < replicas:
-                for at in wrote:
-                    out[at] = NotReplicated(
-                        f"{calls[at].keys[0]!r} was written on the primary at "
-                        f"{self.address} but {acked} of {replicas} replica(s) confirmed "
-                        f"the batch within {self.wait_ms} ms: the write may still "
-                        f"exist, and a failover may lose it"
-                    )
+            try:
+                await self._writes_to(client, members, calls, args, out, replicas)
+            except ERRORS as exc:  # this server's: the others are still sent
+                transient = transient or exc
+        if transient is not None:
+            raise transient
+
+    async def _writes_to(
+        self,
+        client: Redis,
+        members: list[int],
+        calls: Sequence[Call],
+        args: Sequence[Sequence[Any]],
+        out: list[Any],
+        replicas: int,
+    ) -> None:
+        """One server's calls of :meth:`_writes`, in one pipeline (and one more per
+        reload after NOSCRIPT)."""
+        todo, wrote, acked = members, [], replicas
+        transient: BaseException | None = None
+        for loads in range(_RELOADS + 1):
+            async with client.pipeline(transaction=False) as pipe:
+                queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
+                for at in todo:
+                    call = calls[at]
+                    queue("EVALSHA", call.script.sha, len(call.keys), *call.keys, *args[at])
+                if replicas:
+                    queue("WAIT", replicas, self.wait_ms)
+                try:
+                    replies = await pipe.execute(raise_on_error=False)
+                except ERRORS:
+                    await self._relearn(calls[todo[0]].keys[0])
+                    raise
+            waited = replies.pop() if replicas else replicas
+            missing: list[int] = []
+            for at, reply in zip(todo, replies, strict=True):
+                if not isinstance(reply, Exception):  # the usual case first
+                    run = calls[at].script
+                    out[at] = parsed = run.read(reply)
+                    if replicas and run.wrote(parsed):
+                        wrote.append(at)
+                elif isinstance(reply, rex.NoScriptError) and loads < _RELOADS:
+                    missing.append(at)
+                elif isinstance(reply, Exception) and is_transient(reply):
+                    await self._relearn(calls[at].keys[0])
+                    transient = reply
+                else:
+                    out[at] = reply
+            # A refused WAIT confirmed nothing.
+            acked = 0 if isinstance(waited, Exception) else min(acked, int(waited))
+            if not missing:
+                break
+            for source in {calls[at].script.source for at in missing}:
+                await client.script_load(source)
+            todo = missing
+        if replicas and acked < replicas:
+            for at in wrote:
+                out[at] = NotReplicated(
+                    f"{calls[at].keys[0]!r} was written on the primary at "
+                    f"{self.address} but {acked} of {replicas} replica(s) confirmed "
+                    f"the batch within {self.wait_ms} ms: the write may still "
+                    f"exist, and a failover may lose it"
+                )
         if transient is not None:
             raise transient
 

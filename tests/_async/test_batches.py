@@ -413,3 +413,37 @@ async def test_signed_and_encrypted_writes_batch_like_single_ones(
         assert (await store.events.verify("t")).ok
     finally:
         await store.aclose()
+
+
+async def test_only_the_writes_without_a_reply_are_sent_again(
+    store: AsyncStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis
+    from redis.asyncio.client import Pipeline
+
+    ids = [f"s{n}" for n in range(30)]  # on a cluster: every primary
+    seeds = {id: (await store.sessions.put(id, {"v": 0})).version for id in ids}
+    execute, real_writes = Pipeline.execute, AsyncConnection._writes
+    dropped: list[int] = []
+    unanswered: list[int] = []
+
+    async def losing(self: Any, raise_on_error: bool = True) -> Any:
+        replies = await execute(self, raise_on_error=raise_on_error)
+        if not dropped:  # the first server's replies are lost, its writes applied
+            dropped.append(len(replies))
+            raise redis.ConnectionError("replies lost on purpose by the test")
+        return replies
+
+    async def counting(self: AsyncConnection, calls: Any, args: Any, out: Any, n: Any) -> Any:
+        unanswered.append(sum(reply is _NO_REPLY for reply in out))
+        return await real_writes(self, calls, args, out, n)
+
+    monkeypatch.setattr(Pipeline, "execute", losing)
+    monkeypatch.setattr(AsyncConnection, "_writes", counting)
+    async with store.batch() as b:
+        puts = [b.sessions.put(id, {"v": 1}, if_version=seeds[id]) for id in ids]
+    assert unanswered == [30, dropped[0]]  # then only the lost server's writes
+    found = await store.sessions.get_many(ids)
+    for pending, record in zip(puts, found.values(), strict=True):
+        assert record is not None and record.data == {"v": 1}
+        assert pending.result().version == record.version  # applied once, no conflict
