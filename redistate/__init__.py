@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .core.errors import (
+    BatchError,
+    BatchNotSent,
     CodecError,
     ConflictError,
     ForkedStore,
@@ -32,9 +34,12 @@ from .core.errors import (
 from .core.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from .batch import Batch
+    from .batch_async import AsyncBatch
     from .checkpoints.spec import Checkpoint, Restored, Verification
     from .checkpoints.tasks import Checkpoints
     from .checkpoints.tasks_async import AsyncCheckpoints
+    from .core.batching import Pending
     from .core.codec import Codec, JsonCodec
     from .core.encryption import EncryptedCodec
     from .core.keys import KeySpace
@@ -76,6 +81,10 @@ __all__ = [
     "AsyncEvents",
     "Event",
     "Events",
+    # batches
+    "AsyncBatch",
+    "Batch",
+    "Pending",
     # leases and the task runner
     "AsyncLease",
     "AsyncTaskRun",
@@ -110,6 +119,8 @@ __all__ = [
     "StoreFull",
     "StoreUnavailable",
     "UnsafeServer",
+    "BatchError",
+    "BatchNotSent",
 ]
 
 _LAZY = {
@@ -128,6 +139,9 @@ _LAZY = {
     "Events": ".events.stream",
     "Event": ".events.spec",
     "AsyncLease": ".leases.lease_async",
+    "AsyncBatch": ".batch_async",
+    "Batch": ".batch",
+    "Pending": ".core.batching",
     "AsyncTaskRun": ".steps.runner_async",
     "Lease": ".leases.lease",
     "TaskRun": ".steps.runner",

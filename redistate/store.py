@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # imported where used: a store that never locks never loads l
     from .adapters.langgraph.graph import GraphSpec
     from .adapters.langgraph.threads import Graph
     from .admin.admin import Admin
+    from .batch import Batch
     from .leases.lease import Lease
     from .steps.runner import TaskRun
 
@@ -307,6 +308,20 @@ class Store(WithGuard):
             signing=self.signing,
         )
         return Collection(self._conn, spec, attempts=self._attempts)
+
+    def batch(self, *, durability: Durability | None = None) -> Batch:
+        """Several writes in one round trip per node: ``with store.batch() as b``,
+        then ``b.sessions.put(...)``, ``b.checkpoints.save(...)``, ``b.events.append(...)``
+        each return a Pending; leaving the block sends them all (see redistate.batch).
+        Each write is atomic on its own, not together with the others.
+
+        Raises:
+            ValueError: a replicated batch and a replica_timeout the socket would not
+                wait for.
+        """
+        from .batch import Batch
+
+        return Batch(self, durability)
 
     def lock(
         self,

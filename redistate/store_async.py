@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # imported where used: a store that never locks never loads l
     from .adapters.langgraph.graph import GraphSpec
     from .adapters.langgraph.threads_async import AsyncGraph
     from .admin.admin_async import AsyncAdmin
+    from .batch_async import AsyncBatch
     from .leases.lease_async import AsyncLease
     from .steps.runner_async import AsyncTaskRun
 
@@ -308,6 +309,20 @@ class AsyncStore(AsyncWithGuard):
             signing=self.signing,
         )
         return AsyncCollection(self._conn, spec, attempts=self._attempts)
+
+    def batch(self, *, durability: Durability | None = None) -> AsyncBatch:
+        """Several writes in one round trip per node: ``async with store.batch() as b``,
+        then ``b.sessions.put(...)``, ``b.checkpoints.save(...)``, ``b.events.append(...)``
+        each return a Pending; leaving the block sends them all (see redistate.batch).
+        Each write is atomic on its own, not together with the others.
+
+        Raises:
+            ValueError: a replicated batch and a replica_timeout the socket would not
+                wait for.
+        """
+        from .batch_async import AsyncBatch
+
+        return AsyncBatch(self, durability)
 
     def lock(
         self,

@@ -220,3 +220,9 @@ def test_costs_benchmark_prints_each_cost_against_its_baseline() -> None:
     for line in ("with nulls", "x MGET", "x scan_iter", "restore", "returning=False"):
         assert line in done.stdout, done.stdout
     assert done.stdout.count("x redis-py Lock") == 3
+
+
+def test_batches_benchmark_runs_and_keeps_a_batch_to_one_round_trip() -> None:
+    done = bench("batches.py", "--quick")
+    for op in ("1 put", "10 mixed writes, batched", "100 puts, one by one"):
+        assert f"\n{op} " in done.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..core.batching import Call, Prepared
 from ..core.connection_async import AsyncConnection
 from ..core.durability import Durability
 from ..core.errors import ConflictError
@@ -87,12 +88,21 @@ class AsyncCheckpoints:
         """step_record: one guarded script (LockLost once another owner holds the task),
         WAITed for like a save under ``durability="replicated"``. Returns the result
         already recorded for the step (a result is final), or None when written."""
+        prepared = self._prepare_step(task_id, name, record, lease)
+        replicas = self._conn.replicas(None)
+        return prepared.finish(await self._send(prepared, replicas))  # type: ignore[no-any-return]
+
+    def _prepare_step(self, task_id: str, name: str, record: bytes, lease: Any) -> Prepared:
+        """step_record's call (the runner and a run's batch send it); its finish
+        returns the result recorded before, or None when this one was written."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
         args = StepRecordArgs(name, record, guard, self.spec.ttl_ms).argv()
         step_keys = (keys[5], keys[0], keys[3], keys[2])
-        replicas = self._conn.replicas(None)
-        reply = await self._conn.script(_STEP, step_keys, args, replicas=replicas, lease=lease)
-        return reply.existing
+
+        def finish(reply: StepRecordReply) -> bytes | None:
+            return reply.existing
+
+        return Prepared("step", Call(_STEP, step_keys, args, None, lease), finish)
 
     async def save(
         self,
@@ -131,6 +141,32 @@ class AsyncCheckpoints:
             IntegrityError: a resend found the stored checkpoint damaged.
             LockLost: ``lease`` no longer holds the lock.
         """
+        prepared = self._prepare_save(
+            task_id, state, phase, progress, metadata, checkpoint_id, keep, ttl, lease
+        )
+        replicas = self._conn.replicas(durability)
+        if user is not None:
+            await register(self._conn, self.spec.keys, user, entry(TASK_KEY, task_id))
+        return prepared.finish(await self._send(prepared, replicas))  # type: ignore[no-any-return]
+
+    async def _send(self, prepared: Prepared, replicas: int) -> Any:
+        """The reply of a prepared write sent alone."""
+        run, keys, args, wid, lease = prepared.call
+        return await self._conn.script(run, keys, args, replicas=replicas, lease=lease, wid=wid)
+
+    def _prepare_save(
+        self,
+        task_id: str,
+        state: Any,
+        phase: str | None,
+        progress: float | None,
+        metadata: dict[str, Any] | None,
+        checkpoint_id: str | None,
+        keep: int | None,
+        ttl: TTL,
+        lease: Any,
+    ) -> Prepared:
+        """:meth:`save`'s checks and call (the single call and a batch send it)."""
         keys, guard = self.spec.guarded_keys(task_id, lease)
         cid = new_checkpoint_id() if checkpoint_id is None else check_id(checkpoint_id)
         blob, digest, stored_meta = self.spec.blob(keys[0], cid, state, phase, progress, metadata)
@@ -139,24 +175,22 @@ class AsyncCheckpoints:
         memory_ms = self._conn.memory_ms
         given = checkpoint_id is not None
         args = self.spec.save_args(cid, blob, keep, ttl_ms, fence, guard, memory_ms, given)
-        replicas = self._conn.replicas(durability)
-        if user is not None:
-            await register(self._conn, self.spec.keys, user, entry(TASK_KEY, task_id))
         # Only a generated id is acknowledged: a chosen one may be saved again later.
         wid = None if given else cid
-        reply = await self._conn.script(
-            _SAVE, keys, args.argv(), replicas=replicas, lease=lease, wid=wid
-        )
-        self._snapshot(task_id, cid)
-        if reply.status is SaveStatus.SAVED:
-            return self.spec.saved(
-                task_id, reply.entry, state, phase, progress, stored_meta, digest
-            )
-        if reply.status is SaveStatus.GONE:  # resent, and no longer in the history
-            return self.spec.saved_earlier(
-                task_id, cid, fence, state, phase, progress, stored_meta, digest
-            )
-        return self.spec.checkpoint(task_id, keys[0], reply.entry, reply.blob)  # the stored one
+
+        def finish(reply: CheckpointSaveReply) -> Checkpoint:
+            self._snapshot(task_id, cid)
+            if reply.status is SaveStatus.SAVED:
+                return self.spec.saved(
+                    task_id, reply.entry, state, phase, progress, stored_meta, digest
+                )
+            if reply.status is SaveStatus.GONE:  # resent, and no longer in the history
+                return self.spec.saved_earlier(
+                    task_id, cid, fence, state, phase, progress, stored_meta, digest
+                )
+            return self.spec.checkpoint(task_id, keys[0], reply.entry, reply.blob)  # stored
+
+        return Prepared("save", Call(_SAVE, keys, args.argv(), wid, lease), finish)
 
     async def log(
         self,
@@ -189,14 +223,13 @@ class AsyncCheckpoints:
         ttl_ms = self.spec.write_ttl(ttl)
         replicas = self._conn.replicas(durability)
         snapshot = self._snapshots.get(task_id, "")
+        given = delta_id is not None
         for _ in range(_SEAL_ATTEMPTS):
-            blob = self.spec.delta_blob(keys[2], did, delta, snapshot)
-            memory_ms = self._conn.memory_ms
-            args = self.spec.log_args(
-                did, blob, ttl_ms, follow, guard, memory_ms, snapshot, delta_id is not None
+            call = self._log_call(
+                keys, guard, did, delta, ttl_ms, follow, snapshot, given, lease, wid
             )
             reply = await self._conn.script(
-                _LOG, keys, args.argv(), replicas=replicas, lease=lease, wid=wid
+                _LOG, call.keys, call.args, replicas=replicas, lease=lease, wid=wid
             )
             if reply.status is not LogStatus.RESEAL:
                 self._snapshot(task_id, snapshot)
@@ -205,6 +238,55 @@ class AsyncCheckpoints:
             if delta_id is None:  # acked as it returned: the next send is a new call
                 did = wid = new_checkpoint_id()
         raise ConflictError(keys[2], -1, -1)
+
+    def _log_call(
+        self,
+        keys: tuple[str, ...],
+        guard: str,
+        did: str,
+        delta: Any,
+        ttl_ms: int,
+        follow: bool,
+        snapshot: str,
+        given: bool,
+        lease: Any,
+        wid: str | None,
+    ) -> Call:
+        blob = self.spec.delta_blob(keys[2], did, delta, snapshot)
+        memory_ms = self._conn.memory_ms
+        args = self.spec.log_args(did, blob, ttl_ms, follow, guard, memory_ms, snapshot, given)
+        return Call(_LOG, keys, args.argv(), wid, lease)
+
+    def _prepare_log(
+        self,
+        task_id: str,
+        delta: Any,
+        delta_id: str | None,
+        ttl: TTL,
+        lease: Any,
+        durability: Durability | None,
+    ) -> Prepared:
+        """:meth:`log`'s checks and first call, for a batch; a delta sealed for
+        another checkpoint than the newest is sent again alone (signing keys)."""
+        keys, guard = self.spec.guarded_keys(task_id, lease)
+        did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
+        wid = did if delta_id is None else None
+        follow = isinstance(ttl, Default)
+        ttl_ms = self.spec.write_ttl(ttl)
+        snapshot = self._snapshots.get(task_id, "")
+        given = delta_id is not None
+        call = self._log_call(keys, guard, did, delta, ttl_ms, follow, snapshot, given, lease, wid)
+
+        async def finish(reply: CheckpointLogReply) -> int:
+            if reply.status is not LogStatus.RESEAL:
+                self._snapshot(task_id, snapshot)
+                return reply.length
+            self._snapshot(task_id, reply.snapshot)  # nothing written: alone, from there
+            return await self.log(
+                task_id, delta, delta_id=delta_id, ttl=ttl, lease=lease, durability=durability
+            )
+
+        return Prepared("log", call, finish)
 
     async def latest(self, task_id: str) -> Checkpoint | None:
         """The newest checkpoint, or None.

@@ -35,6 +35,7 @@ from ._translate import (
     translate,
     unavailable,
 )
+from .batching import Call
 from .durability import DEFAULT as DEFAULT_DURABILITY
 from .durability import Durability, check_durability, check_replica_timeout
 from .errors import ForkedStore, LockLost, NotReplicated, RedistateError, RedistateWarning
@@ -879,6 +880,147 @@ class AsyncConnection:
                 await self._supply(client, [calls[at][0] for at in missing], error)
                 todo = missing
         return out
+
+    async def writes(self, calls: Sequence[Call], replicas: int = 0) -> list[Any]:
+        """Many writes in one round trip per server (a cluster: per primary), each
+        script atomic on its own, each server's in the order given. Returns each call's
+        reply as its script reads it, or the error of a call that failed (translated;
+        a lease past its deadline or refused is marked lost, as :meth:`script` does).
+        With ``replicas``, one WAIT ends each server's pipeline and a write that server
+        made and fewer replicas confirmed gets NotReplicated. On a transient failure
+        only the calls without a reply are sent again, marked as resends: the write
+        memory recognises each one that was applied. Calls acknowledged like
+        :meth:`script`'s once answered."""
+        out: list[Any] = [_NO_REPLY] * len(calls)
+        if not calls:
+            return out
+        early: set[int] = set()  # refused before sending: already marked lost
+        for at, call in enumerate(calls):
+            if call.lease is not None:
+                try:
+                    await async_confirm(call.lease)
+                except LockLost as lost:
+                    out[at] = lost
+                    early.add(at)
+        if self._unready:
+            await self._ready()
+        sends = [self._memory_args(c.script, c.keys, c.args) for c in calls]
+        started = time.monotonic()
+        first = [s[0] for s in sends]
+        try:
+            await self._writes(calls, first, out, replicas)
+        except ERRORS as exc:
+            again = [s[1] for s in sends]
+            retry = functools.partial(self._writes, calls, again, out, replicas)
+            try:
+                await self._recover(exc, retry, started, None, self._verb)
+            except RedistateError as failed:  # unavailable: whatever has no reply failed
+                for at, reply in enumerate(out):
+                    if reply is _NO_REPLY:
+                        out[at] = failed
+        for at, (call, reply) in enumerate(zip(calls, out, strict=True)):
+            run = call.script
+            if not isinstance(reply, Exception):  # the usual case first
+                if call.wid is not None and run.memory is not None and run.wrote(reply):
+                    self._acked(call.keys[run.memory[0]], call.wid)
+                continue
+            if not isinstance(reply, RedistateError):
+                reply = out[at] = translate(reply, self.address, self._verb)
+            if isinstance(reply, LockLost) and call.lease is not None and at not in early:
+                explain = getattr(call.lease, "_refused", None)
+                message = explain(str(reply)) if callable(explain) else str(reply)
+                await async_lost(call.lease)
+                refusal = LockLost(message)
+                refusal.__cause__ = reply.__cause__  # the server's reply
+                out[at] = refusal
+            if call.wid is not None and run.memory is not None:  # failed: done with
+                self._acked(call.keys[run.memory[0]], call.wid)
+        return out
+
+    async def _writes(
+        self,
+        calls: Sequence[Call],
+        args: Sequence[Sequence[Any]],
+        out: list[Any],
+        replicas: int,
+    ) -> None:
+        """Send every call of ``calls`` without a reply in ``out`` yet; fill ``out``.
+        A failure is raised once every server was tried and the replies that did
+        come are kept: a retry sends only what is still unanswered."""
+        by_server: dict[int, tuple[Redis, list[int]]] = {}
+        for at, call in enumerate(calls):
+            if out[at] is _NO_REPLY:
+                client = await self._node_client(call.keys[0])
+                by_server.setdefault(id(client), (client, []))[1].append(at)
+        transient: BaseException | None = None
+        for client, members in by_server.values():
+            try:
+                await self._writes_to(client, members, calls, args, out, replicas)
+            except ERRORS as exc:  # this server's: the others are still sent
+                transient = transient or exc
+        if transient is not None:
+            raise transient
+
+    async def _writes_to(
+        self,
+        client: Redis,
+        members: list[int],
+        calls: Sequence[Call],
+        args: Sequence[Sequence[Any]],
+        out: list[Any],
+        replicas: int,
+    ) -> None:
+        """One server's calls of :meth:`_writes`, in one pipeline (and one more per
+        reload after NOSCRIPT)."""
+        todo, wrote, acked = members, [], replicas
+        transient: BaseException | None = None
+        for loads in range(_RELOADS + 1):
+            async with client.pipeline(transaction=False) as pipe:
+                queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
+                for at in todo:
+                    call = calls[at]
+                    queue(*self._call(call.script, call.keys, args[at]))
+                if replicas:
+                    queue("WAIT", replicas, self.wait_ms)
+                try:
+                    replies = await pipe.execute(raise_on_error=False)
+                except ERRORS:
+                    await self._relearn(calls[todo[0]].keys[0])
+                    raise
+            waited = replies.pop() if replicas else replicas
+            missing: list[int] = []
+            error: object = None
+            for at, reply in zip(todo, replies, strict=True):
+                if not isinstance(reply, Exception):  # the usual case first
+                    run = calls[at].script
+                    out[at] = parsed = run.read(reply)
+                    if replicas and run.wrote(parsed):
+                        wrote.append(at)
+                elif _absent(reply) and loads < _RELOADS:
+                    missing.append(at)
+                    error = reply
+                elif isinstance(reply, Exception) and is_transient(reply):
+                    await self._relearn(calls[at].keys[0])
+                    transient = reply
+                else:
+                    out[at] = reply
+            # A refused WAIT confirmed nothing.
+            acked = 0 if isinstance(waited, Exception) else min(acked, int(waited))
+            if not missing:
+                break
+            # The library (or each script) once, then only the calls that lacked it.
+            await self._supply(client, [calls[at].script for at in missing], error)
+            todo = missing
+        if replicas and acked < replicas:
+            for at in wrote:
+                out[at] = NotReplicated(
+                    f"{calls[at].keys[0]!r} was written on the primary at "
+                    f"{self.address} but {acked} of {replicas} replica(s) confirmed "
+                    f"the batch within {self.wait_ms} ms: the write may still "
+                    f"exist, and a failover may lose it"
+                )
+        if transient is not None:
+            raise transient
 
     async def xrange(
         self, key: str, start: str, end: str, count: int

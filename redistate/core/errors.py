@@ -3,9 +3,12 @@ but for malformed arguments: TypeError or ValueError (InvalidId and CodecError a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "BatchError",
+    "BatchNotSent",
     "CodecError",
     "ConflictError",
     "ForkedStore",
@@ -148,6 +151,29 @@ class UnsafeServer(RedistateError):
     def __init__(self, policy: str, message: str) -> None:
         self.policy = policy
         super().__init__(message)
+
+
+class BatchNotSent(RedistateError):
+    """A batched write's result was asked for before the batch was sent (or after
+    the block raised, which sends nothing)."""
+
+
+class BatchError(RedistateError):
+    """Some writes of a batch failed; the others were applied (writes are not atomic
+    together). ``failures`` lists ``(index, kind, error)`` in queueing order; every
+    write's :class:`Pending` keeps its own result or error."""
+
+    def __init__(self, failures: Sequence[tuple[int, str, BaseException]], total: int) -> None:
+        self.failures = list(failures)
+        self.exceptions = [error for _, _, error in self.failures]
+        self.total = total
+        shown = "; ".join(f"#{at} {kind}: {error}" for at, kind, error in self.failures[:5])
+        more = len(self.failures) - 5
+        tail = f"; and {more} more" if more > 0 else ""
+        super().__init__(
+            f"{len(self.failures)} of {total} batched writes failed (the others were "
+            f"applied): {shown}{tail}"
+        )
 
 
 class RedistateWarning(UserWarning):

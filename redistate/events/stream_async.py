@@ -10,6 +10,7 @@ from typing import Any
 from ..checkpoints.spec import Verification
 from ..core._backoff import backoff_delay
 from ..core._io import async_sleep
+from ..core.batching import Call, Prepared
 from ..core.connection_async import AsyncConnection
 from ..core.errors import ConflictError, IntegrityError
 from ..core.keys import KeySpace
@@ -80,30 +81,58 @@ class AsyncEvents:
             LockLost: ``lease`` no longer holds the entity's lock.
             ConflictError: still not at the end after the store's ``attempts``.
         """
+        prepared, _ = self._prepare_append(entity, type, payload, lease)
+        if user is not None:
+            await register(self._conn, self.keys, user, entry(EVENTS_KEY, entity))
+        run, keys, args, wid, _lease = prepared.call
+        reply = await self._conn.script(run, keys, args, lease=lease, wid=wid)
+        return await prepared.finish(reply)  # type: ignore[no-any-return]
+
+    def _prepare_append(
+        self,
+        entity: str,
+        type: str,
+        payload: Any,
+        lease: Any,
+        head: tuple[str, int] | None = None,
+    ) -> tuple[Prepared, tuple[str, int]]:
+        """:meth:`append`'s checks and first call after ``head`` (by default the end
+        this store saw), and the chain end it makes: a batch chains its appends to one
+        entity. Its finish tries again from the real end if that was not it."""
         check_type(type)
         key = self.keys.events(entity)
         lock_key, guard = guard_args(lease, entity, self.keys.lock(entity))
         data = self.spec.encode(key, payload)
         keys = (key, self.keys.events_anchor(entity), lock_key, self.keys.writes(key))
         at_ms, write_id = time.time_ns() // 1_000_000, new_write_id()
-        if user is not None:
-            await register(self._conn, self.keys, user, entry(EVENTS_KEY, entity))
-        head = self._heads.get(entity, ("", 0))
-        for attempt in range(self.attempts):
-            args = self.spec.append_args(
-                key, head, type, at_ms, data, guard, write_id, self._conn.memory_ms
-            )
-            reply = await self._conn.script(_APPEND, keys, args.argv(), lease=lease, wid=write_id)
-            if reply.status is not AppendStatus.MOVED:
-                self._remember(entity, (args.digest, args.seq))
-                eid = reply.id
-                if not eid:  # a resend whose event is no longer among the newest: find it
-                    eid = await self._find(key, args.digest)
-                return self.spec.event(key, eid, args.fields(), check=False)
-            head = (reply.end, reply.seq)
-            if attempt >= 1:  # a second miss: others are appending too; spread out
-                await async_sleep(backoff_delay(attempt - 1))
-        raise ConflictError(key, head[1], -1)
+        start = self._heads.get(entity, ("", 0)) if head is None else head
+        memory_ms = self._conn.memory_ms
+        args = self.spec.append_args(key, start, type, at_ms, data, guard, write_id, memory_ms)
+
+        async def finish(reply: EventAppendReply) -> Event:
+            sent = args
+            for attempt in range(self.attempts):
+                if reply.status is not AppendStatus.MOVED:
+                    self._remember(entity, (sent.digest, sent.seq))
+                    eid = reply.id
+                    if not eid:  # a resend whose event is no longer among the newest
+                        eid = await self._find(key, sent.digest)
+                    return self.spec.event(key, eid, sent.fields(), check=False)
+                end = (reply.end, reply.seq)
+                if attempt + 1 >= self.attempts:
+                    break
+                if attempt >= 1:  # a second miss: others are appending too; spread out
+                    await async_sleep(backoff_delay(attempt - 1))
+                sent = self.spec.append_args(
+                    key, end, type, at_ms, data, guard, write_id, self._conn.memory_ms
+                )
+                reply = await self._conn.script(
+                    _APPEND, keys, sent.argv(), lease=lease, wid=write_id
+                )
+            raise ConflictError(key, reply.seq, -1)
+
+        call = Call(_APPEND, keys, args.argv(), write_id, lease)
+        return Prepared("append", call, finish), (args.digest, args.seq)
 
     async def _find(self, key: str, digest: str) -> str:
         """The stream id of the event with ``digest`` ("" if trimmed since)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core._backoff import backoff_delay
 from ..core._io import sync_resolve, sync_sleep
+from ..core.batching import Call, Prepared
 from ..core.connection import Connection
 from ..core.durability import Durability
 from ..core.errors import ConflictError, InvalidId, RedistateError
@@ -161,10 +162,29 @@ class Collection:
         replicas: int = 0,
         user: str | None = None,
     ) -> Record:
-        keys, guard = self.spec.guarded_keys(id, key, lease)
-        payload = self.spec.encode(key, data)
+        prepared = self._put_call(id, key, data, expected, ttl_ms, keep, lease)
         if user is not None:  # after every check: bad input registers nothing
             register(self._conn, self.spec.keys, user, entry(self.spec.kind, id))
+        return prepared.finish(self._send(prepared, replicas))  # type: ignore[no-any-return]
+
+    def _send(self, prepared: Prepared, replicas: int) -> Any:
+        """The reply of a prepared write sent alone."""
+        run, keys, args, wid, lease = prepared.call
+        return self._conn.script(run, keys, args, replicas=replicas, lease=lease, wid=wid)
+
+    def _put_call(
+        self,
+        id: str,
+        key: str,
+        data: Any,
+        expected: int | None,
+        ttl_ms: int,
+        keep: bool,
+        lease: Any,
+    ) -> Prepared:
+        """A put checked and encoded (the single call and a batch send it)."""
+        keys, guard = self.spec.guarded_keys(id, key, lease)
+        payload = self.spec.encode(key, data)
         wid = new_write_id()
         args = self.spec.put_args(
             expected,
@@ -176,8 +196,20 @@ class Collection:
             memory_ms=self._conn.memory_ms,
             key=key,
         )
-        reply = self._conn.script(_PUT, keys, args.argv(), replicas=replicas, lease=lease, wid=wid)
-        return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
+
+        def finish(reply: RecordPutReply) -> Record:
+            return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
+
+        return Prepared("put", Call(_PUT, keys, args.argv(), wid, lease), finish)
+
+    def _prepare_put(
+        self, id: str, data: Any, ttl: TTL, if_version: int | None, lease: Any
+    ) -> Prepared:
+        """:meth:`put`'s checks and call, for a batch."""
+        key = self.spec.key(id)
+        expected = None if if_version is None else check_version(if_version)
+        ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
+        return self._put_call(id, key, data, expected, ttl_ms, keep, lease)
 
     def update(
         self,
@@ -267,9 +299,22 @@ class Collection:
                 nothing is written. CodecError: as for :meth:`put`.
             LockLost: ``lease`` no longer holds the lock.
         """
+        replicas = self._conn.replicas(durability)
+        prepared = self._prepare_merge(id, patch, ttl, lease, returning, durability)
+        return prepared.finish(self._send(prepared, replicas))  # type: ignore[no-any-return]
+
+    def _prepare_merge(
+        self,
+        id: str,
+        patch: Any,
+        ttl: TTL,
+        lease: Any,
+        returning: bool,
+        durability: Durability | None,
+    ) -> Prepared:
+        """:meth:`merge`'s checks and call; its finish folds back or falls back (I/O)."""
         key = self.spec.key(id)
         ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=True)
-        replicas = self._conn.replicas(durability)
         keys, guard = self.spec.guarded_keys(id, key, lease)
         payload = self.spec.encode(key, patch)
         wid = new_write_id()
@@ -283,9 +328,24 @@ class Collection:
             memory_ms=self._conn.memory_ms,
             brief=not returning,
         )
-        reply = self._conn.script(
-            _MERGE, keys, args.argv(), replicas=replicas, lease=lease, wid=wid
-        )
+
+        def finish(reply: RecordMergeReply) -> Record:
+            return self._merged(id, key, payload, reply, wid, ttl, lease, durability, returning)
+
+        return Prepared("merge", Call(_MERGE, keys, args.argv(), wid, lease), finish)
+
+    def _merged(
+        self,
+        id: str,
+        key: str,
+        payload: bytes,
+        reply: RecordMergeReply,
+        wid: str,
+        ttl: TTL,
+        lease: Any,
+        durability: Durability | None,
+        returning: bool,
+    ) -> Record:
         merged = self.spec.merged(id, key, reply)
         if merged is None:
             normalized = self.spec.codec.decode(payload, key.encode("utf-8"))
@@ -387,16 +447,22 @@ class Collection:
         Raises:
             ConflictError: the current version is not ``if_version``.
         """
+        replicas = self._conn.replicas(durability)
+        prepared = self._prepare_delete(id, if_version, lease)
+        return prepared.finish(self._send(prepared, replicas))  # type: ignore[no-any-return]
+
+    def _prepare_delete(self, id: str, if_version: int | None, lease: Any) -> Prepared:
+        """:meth:`delete`'s checks and call, for a batch."""
         key = self.spec.key(id)
         expected = None if if_version is None else check_version(if_version, allow_zero=False)
         keys, guard = self.spec.guarded_keys(id, key, lease)
         wid = new_write_id()
         args = RecordDeleteArgs(expected, guard, wid, self._conn.memory_ms)
-        replicas = self._conn.replicas(durability)
-        reply = self._conn.script(
-            _DELETE, keys, args.argv(), replicas=replicas, lease=lease, wid=wid
-        )
-        return self.spec.deleted(key, expected, reply)
+
+        def finish(reply: RecordDeleteReply) -> bool:
+            return self.spec.deleted(key, expected, reply)
+
+        return Prepared("delete", Call(_DELETE, keys, args.argv(), wid, lease), finish)
 
     def ttl(self, id: str) -> float | None:
         """Seconds left (PTTL): None if absent, ``math.inf`` if it never expires."""

@@ -18,6 +18,8 @@ from ..records.mergepatch import merge_patch
 from .spec import Step, check_step_name
 
 if TYPE_CHECKING:
+    from ..batch import RunBatch
+    from ..core.durability import Durability
     from ..leases.lease import Lease
     from ..store import Store
 
@@ -159,6 +161,15 @@ class TaskRun(WithGuard):
                                                  ended, exc))  # fmt: skip
             raise
         return (self._record(name, record)).result
+
+    def batch(self, *, durability: Durability | None = None) -> RunBatch:
+        """A batch (``with run.batch() as b``) whose ``b.run`` queues this run's
+        guarded writes: ``save``, ``log`` and ``record`` (a step's result), beside any
+        other write of the store (``b.sessions``, ``b.events``...). See
+        redistate.batch."""
+        from ..batch import RunBatch
+
+        return RunBatch(self._store, self, durability)
 
     def _record(self, name: str, record: bytes) -> Step:
         """Write a step record; the run's view of the step afterwards (the result

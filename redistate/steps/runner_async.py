@@ -17,6 +17,8 @@ from ..records.mergepatch import merge_patch
 from .spec import Step, check_step_name
 
 if TYPE_CHECKING:
+    from ..batch_async import AsyncRunBatch
+    from ..core.durability import Durability
     from ..leases.lease_async import AsyncLease
     from ..store_async import AsyncStore
 
@@ -158,6 +160,15 @@ class AsyncTaskRun(AsyncWithGuard):
                                                  ended, exc))  # fmt: skip
             raise
         return (await self._record(name, record)).result
+
+    def batch(self, *, durability: Durability | None = None) -> AsyncRunBatch:
+        """A batch (``async with run.batch() as b``) whose ``b.run`` queues this run's
+        guarded writes: ``save``, ``log`` and ``record`` (a step's result), beside any
+        other write of the store (``b.sessions``, ``b.events``...). See
+        redistate.batch."""
+        from ..batch_async import AsyncRunBatch
+
+        return AsyncRunBatch(self._store, self, durability)
 
     async def _record(self, name: str, record: bytes) -> Step:
         """Write a step record; the run's view of the step afterwards (the result
