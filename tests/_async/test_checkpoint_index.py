@@ -92,6 +92,19 @@ async def test_a_task_written_before_the_index_is_indexed_by_its_first_lookup(
     assert (await store.checkpoints.save("t", {}, checkpoint_id="c7", keep=100)).seq == 8
 
 
+async def test_an_index_left_by_a_delete_without_it_is_dropped(
+    store: AsyncStore, backend: Backend
+) -> None:
+    raw = backend.raw()
+    for i in range(5):
+        await store.checkpoints.save("t", {"i": i}, checkpoint_id=f"c{i}")
+    raw.delete(*store.keys.task_keys("t"))  # as a delete by code before the index
+    assert await store.checkpoints.get("t", "c1") is None
+    await store.checkpoints.save("t", {"i": 9})  # a generated id: the index starts anew
+    _assert_matches_list(store, backend, "t")
+    assert len(_index(store, backend, "t")) == 2
+
+
 async def test_a_wrong_position_is_checked_never_trusted(
     store: AsyncStore, backend: Backend
 ) -> None:

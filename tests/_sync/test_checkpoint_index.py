@@ -93,6 +93,19 @@ def test_a_task_written_before_the_index_is_indexed_by_its_first_lookup(
     assert (store.checkpoints.save("t", {}, checkpoint_id="c7", keep=100)).seq == 8
 
 
+def test_an_index_left_by_a_delete_without_it_is_dropped(
+    store: Store, backend: Backend
+) -> None:
+    raw = backend.raw()
+    for i in range(5):
+        store.checkpoints.save("t", {"i": i}, checkpoint_id=f"c{i}")
+    raw.delete(*store.keys.task_keys("t"))  # as a delete by code before the index
+    assert store.checkpoints.get("t", "c1") is None
+    store.checkpoints.save("t", {"i": 9})  # a generated id: the index starts anew
+    _assert_matches_list(store, backend, "t")
+    assert len(_index(store, backend, "t")) == 2
+
+
 def test_a_wrong_position_is_checked_never_trusted(
     store: Store, backend: Backend
 ) -> None:

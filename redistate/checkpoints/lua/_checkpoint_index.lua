@@ -23,18 +23,18 @@ local function rs_ck_head(p, n, entry)
 end
 
 -- (P, length) when the index matches the id list, else nil. A task with no id entries
--- has an empty index (P 0), which its first save starts.
+-- has an empty index (P 0), which its first save starts: whatever an index held for a
+-- list now gone (deleted or evicted by code without the index) is dropped.
 local function rs_ck_valid(ids_key, index_key)
-  local head = redis.call('HGET', index_key, RS_CK_HEAD)
   local n = redis.call('LLEN', ids_key)
-  if not head then
-    if n ~= 0 then return nil end
-    redis.call('DEL', index_key)  -- fields left without a head would be stale
+  if n == 0 then
+    redis.call('DEL', index_key)
     return 0, 0
   end
+  local head = redis.call('HGET', index_key, RS_CK_HEAD)
+  if not head then return nil end
   local p, length, entry = string.match(head, '^(%d+),(%d+),(.*)$')
-  if not p or tonumber(length) ~= n or n == 0
-      or redis.call('LINDEX', ids_key, 0) ~= entry then
+  if not p or tonumber(length) ~= n or redis.call('LINDEX', ids_key, 0) ~= entry then
     return nil
   end
   return tonumber(p), n
