@@ -124,6 +124,25 @@ def test_a_wrong_position_is_checked_never_trusted(
     _assert_matches_list(store, backend, "t")
 
 
+def test_an_id_twice_in_the_list_keeps_its_newest_when_the_oldest_is_trimmed(
+    store: Store, backend: Backend
+) -> None:
+    raw = backend.raw()
+    for i in range(5):
+        store.checkpoints.save("t", {"i": i}, checkpoint_id=f"c{i}", keep=5)
+    # As an imported file may hold it: the oldest entry names c3 too.
+    ids_key = store.keys.task_ids("t")
+    oldest = raw.lindex(ids_key, 4).split(b",")
+    raw.lset(ids_key, 4, b",".join([*oldest[:3], b"c3", oldest[4]]))
+    raw.delete(store.keys.task_index("t"))
+    found = store.checkpoints.get("t", "c3")
+    assert found is not None and found.state == {"i": 3}  # the newest, as a scan finds
+    store.checkpoints.save("t", {"i": 5}, keep=5)  # trims the older c3
+    found = store.checkpoints.get("t", "c3")
+    assert found is not None and found.state == {"i": 3}
+    _assert_matches_list(store, backend, "t")
+
+
 def test_a_save_by_code_without_the_index_is_seen_as_a_mismatch(
     store: Store, backend: Backend
 ) -> None:

@@ -2,8 +2,10 @@
 to the scripts that call it). A hash beside the id list, in the task's hash slot
 (KeySpace.task_index, "ns:task:{t}:index"):
   <checkpoint id>  its push number p (digits)
-  ":head"          "<P>,<length>,<head entry>": the head's push number, the id list's
-                   length and its head element when the index was last brought up to date
+  ":head"          "<P>,<length>,<dups>,<head entry>": the head's push number, the id
+                   list's length and its head element when the index was last brought
+                   up to date; dups "1" if an id is in the list twice (an imported
+                   file's: a save never pushes an id the list holds), else "0"
 Saves push at the head and trim the tail; nothing else moves an id entry (migrate and
 rotate-keys rewrite blobs in place), so the entry pushed as p is at position P - p.
 The index is used only while ":head" matches the list (same length, same head element):
@@ -18,26 +20,28 @@ local function rs_ck_id(entry)
   return string.match(entry, '^%d+,%d+,%d+,([%w_-]+),')
 end
 
-local function rs_ck_head(p, n, entry)
-  return string.format('%.0f,%.0f,', p, n) .. entry
+local function rs_ck_head(p, n, dups, entry)
+  return string.format('%.0f,%.0f,%s,', p, n, dups) .. entry
 end
 
--- (P, length) when the index matches the id list, else nil. A task with no id entries
--- has an empty index (P 0), which its first save starts: whatever an index held for a
--- list now gone (deleted or evicted by code without the index) is dropped.
-local function rs_ck_valid(ids_key, index_key)
-  local n = redis.call('LLEN', ids_key)
+-- (P, length, dups) when the index matches the id list, else nil. A task with no id
+-- entries has an empty index (P 0), which its first save starts: whatever an index held for a
+-- list now gone (deleted or evicted by code without the index) is dropped. ``n`` and
+-- ``first``: the list's length and head element when the caller has just read them.
+local function rs_ck_valid(ids_key, index_key, n, first)
+  n = n or redis.call('LLEN', ids_key)
   if n == 0 then
     redis.call('DEL', index_key)
-    return 0, 0
+    return 0, 0, '0'
   end
   local head = redis.call('HGET', index_key, RS_CK_HEAD)
   if not head then return nil end
-  local p, length, entry = string.match(head, '^(%d+),(%d+),(.*)$')
-  if not p or tonumber(length) ~= n or redis.call('LINDEX', ids_key, 0) ~= entry then
+  local p, length, dups, entry = string.match(head, '^(%d+),(%d+),([01]),(.*)$')
+  if not p or tonumber(length) ~= n
+      or (first or redis.call('LINDEX', ids_key, 0)) ~= entry then
     return nil
   end
-  return tonumber(p), n
+  return tonumber(p), n, dups
 end
 
 -- Rebuild the index from the id list's entries (LRANGE 0 -1 of it); it takes the id
@@ -46,9 +50,10 @@ local function rs_ck_rebuild(ids_key, index_key, entries)
   redis.call('DEL', index_key)
   local n = #entries
   if n == 0 then return 0 end
-  local fields, seen = {}, {}
+  local fields, seen, dups = {}, {}, '0'
   for i, entry in ipairs(entries) do
     local id = rs_ck_id(entry)
+    if id and seen[id] then dups = '1' end
     if id and not seen[id] then
       seen[id] = true
       fields[#fields + 1] = id
@@ -56,7 +61,7 @@ local function rs_ck_rebuild(ids_key, index_key, entries)
     end
   end
   fields[#fields + 1] = RS_CK_HEAD
-  fields[#fields + 1] = rs_ck_head(n, n, entries[1])
+  fields[#fields + 1] = rs_ck_head(n, n, dups, entries[1])
   -- HSET in slices: Lua's unpack() is limited by its C stack (LUAI_MAXCSTACK, 8000).
   for at = 1, #fields, 1000 do
     redis.call('HSET', index_key, unpack(fields, at, math.min(at + 999, #fields)))
@@ -88,23 +93,34 @@ local function rs_ck_find(ids_key, index_key, id)
 end
 
 -- After a save pushed ``entry`` (for ``id``) onto an id list that had ``n`` entries and
--- an index at ``p_head``, and before it trims the list to ``keep``: the trimmed entries
--- leave the index (only their own mapping: a repeated id keeps its newest), the new one
--- joins it. An index with more fields than the list can need is dropped (rebuilt when
--- next looked in): its size stays bounded by the list's.
-local function rs_ck_pushed(ids_key, index_key, p_head, n, id, entry, keep)
-  local top = p_head + 1
+-- an index at ``p_head`` (``dups`` as its head says): trims the id list to ``keep``
+-- (RPOP: the trimmed entries come back, no second read) and takes the trimmed entries
+-- out of the index (with dups, only where it maps them to that very entry: a repeated
+-- id keeps its newest), the new one in. An index with more fields than the list can
+-- need is dropped (rebuilt when next looked in): its size stays bounded by the list's.
+-- Fields <= length + 1 holds after a rebuild and after each save that dropped a field
+-- per entry it trimmed, so HLEN is read only when one was not (a damaged entry).
+local function rs_ck_pushed(ids_key, index_key, p_head, n, dups, id, entry, keep)
+  local top, clean = p_head + 1, true
   if n + 1 > keep then
-    for j, old in ipairs(redis.call('LRANGE', ids_key, keep, -1)) do
+    for j, old in ipairs(redis.call('RPOP', ids_key, n + 1 - keep)) do
       local old_id = rs_ck_id(old)
-      local p = string.format('%.0f', top - (keep + j - 1))
-      if old_id and redis.call('HGET', index_key, old_id) == p then
+      if not old_id then
+        clean = false
+      elseif dups == '0' then
         redis.call('HDEL', index_key, old_id)
+      elseif redis.call('HGET', index_key, old_id)
+          == string.format('%.0f', top - (n + 1 - j)) then  -- popped from n, n - 1...
+        redis.call('HDEL', index_key, old_id)
+      else
+        clean = false
       end
     end
   end
   local length = math.min(n + 1, keep)
   redis.call('HSET', index_key, id, string.format('%.0f', top),
-    RS_CK_HEAD, rs_ck_head(top, length, entry))
-  if redis.call('HLEN', index_key) > length + 1 then redis.call('DEL', index_key) end
+    RS_CK_HEAD, rs_ck_head(top, length, dups, entry))
+  if not clean and redis.call('HLEN', index_key) > length + 1 then
+    redis.call('DEL', index_key)
+  end
 end

@@ -64,9 +64,10 @@ if lost then return lost end
 
 -- A damaged entry is skipped (restore skips its checkpoint too), never fatal: the
 -- next saves go on and the trim drops it in time.
-local seq, parent, at = 0, '', 0
+local seq, parent, at, head = 0, '', 0, nil
 repeat
   local batch = redis.call('LRANGE', KEYS[2], at, at + 15)
+  if at == 0 then head = batch[1] end  -- the id list's head, for the index's check
   for _, entry in ipairs(batch) do
     local s, eid = string.match(entry, '^(%d+),%d+,%d+,([%w_-]+),[%w_-]*$')
     if s then
@@ -87,21 +88,25 @@ if n_blobs ~= n_ids then
   for _, i in ipairs({1, 2}) do
     if sound == 0 then redis.call('DEL', KEYS[i]) else redis.call('LTRIM', KEYS[i], 0, sound - 1) end
   end
+  n_ids = sound  -- the head stays: only the tail was cut
 end
 
 -- The index is kept up to date only while it matches the list (after the repair
 -- above); one that does not is left for the next lookup to rebuild: a save with a
 -- generated id never scans.
-local p_head, n = rs_ck_valid(KEYS[2], KEYS[7])
+local p_head, n, dups = rs_ck_valid(KEYS[2], KEYS[7], n_ids, head)
 
 local now_us = rs_now_us()
 local entry = string.format('%016.0f,%013.0f,%s,%s,%s',
   seq + 1, math.floor(now_us / 1000), ARGV[5], id, parent)
 redis.call('LPUSH', KEYS[1], ARGV[2])
 redis.call('LPUSH', KEYS[2], entry)
-if p_head then rs_ck_pushed(KEYS[2], KEYS[7], p_head, n, id, entry, keep) end
 redis.call('LTRIM', KEYS[1], 0, keep - 1)
-redis.call('LTRIM', KEYS[2], 0, keep - 1)
+if p_head then  -- trims the id list too
+  rs_ck_pushed(KEYS[2], KEYS[7], p_head, n, dups, id, entry, keep)
+else
+  redis.call('LTRIM', KEYS[2], 0, keep - 1)
+end
 redis.call('DEL', KEYS[3])
 for _, i in ipairs({1, 2, 6, 7}) do
   if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
