@@ -25,9 +25,9 @@ local function rs_ck_head(p, n, dups, entry)
 end
 
 -- (P, length, dups) when the index matches the id list, else nil. A task with no id
--- entries has an empty index (P 0), which its first save starts: whatever an index held for a
--- list now gone (deleted or evicted by code without the index) is dropped. ``n`` and
--- ``first``: the list's length and head element when the caller has just read them.
+-- entries has an empty index (P 0), which its first save starts: whatever an index
+-- held for a list now gone (deleted or evicted by code without the index) is dropped.
+-- ``n`` and ``first``: the list's length and head element if the caller just read them.
 local function rs_ck_valid(ids_key, index_key, n, first)
   n = n or redis.call('LLEN', ids_key)
   if n == 0 then
