@@ -13,6 +13,7 @@ import redis
 
 from redistate import AsyncStore
 from redistate.core import kinds
+from redistate.core.scripts import script
 from tests.conftest import Backend
 
 _HEAD = b":head"
@@ -162,6 +163,29 @@ async def test_a_save_by_code_without_the_index_is_seen_as_a_mismatch(
     assert await store.checkpoints.get("t", "c2") is None  # trimmed by that code
     assert (await store.checkpoints.get("t", "c5")) is not None
     _assert_matches_list(store, backend, "t")
+
+
+async def test_rewriting_blobs_in_place_leaves_the_index_as_it_is(
+    store: AsyncStore, backend: Backend
+) -> None:
+    """rotate-keys and migrate LSET blobs where they are (checkpoint_recode,
+    checkpoint_migrate): no entry moves, so the index stays as it is and is used."""
+    raw = backend.raw()
+    for i in range(15):
+        await store.checkpoints.save("t", {"i": i}, checkpoint_id=f"c{i}")
+    key, _, log_key = store.keys.task_keys("t")
+    before = _index(store, backend, "t")
+    blobs = raw.lrange(key, 0, -1)
+    pairs = [x for blob in blobs[3:6] for x in (blob.split(b"\n", 1)[0], blob)]
+    assert await store._conn.script(script("checkpoint_recode"), (key,), pairs) == 3
+    triples = [x for blob, n in ((blobs[2], 12), (blobs[7], 7)) for x in (
+        blob.split(b"\n", 1)[0], f"c{n}", blob)]  # fmt: skip
+    await store._conn.script(script("checkpoint_migrate"), (key, log_key), (1, *triples))
+    assert _index(store, backend, "t") == before
+    for n in (5, 7, 11, 14):
+        found = await store.checkpoints.get("t", f"c{n}")
+        assert found is not None and found.state == {"i": n}
+    assert _index(store, backend, "t") == before  # found through it: nothing rebuilt
 
 
 async def test_import_rebuilds_the_index_a_backup_does_not_hold(
