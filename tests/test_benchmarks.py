@@ -36,6 +36,13 @@ def test_checkpoints_benchmark_runs_and_meets_round_trip_targets() -> None:
     assert "vs deltas" in done.stdout
 
 
+def test_checkpoint_index_benchmark_runs_in_one_round_trip_per_lookup() -> None:
+    done = bench("checkpoint_index.py", "--quick")
+    for op in ("get(task, id)", "save, chosen id (resend)", "save, chosen id (new)"):
+        assert f"\n{op} " in done.stdout, done.stdout
+    assert "vs 10 p50" in done.stdout and "server µs" in done.stdout
+
+
 def test_locks_benchmark_runs_and_meets_round_trip_targets() -> None:
     done = bench("locks.py", "--quick")
     assert "hand-off" in done.stdout and "redis-py Lock" in done.stdout
