@@ -15,8 +15,9 @@ each pinned with ``os.sched_setaffinity`` on every thread of each process (threa
 started later inherit it), every affinity restored afterwards. In each mode: every
 operation against the raw redis-py job nearest it in ABBA blocks (p50 ratio, and the
 µs it adds: the median of per-block p50 differences), the server's exec µs of both
-(``INFO commandstats``, benchmarks/server_time.py) and the most operations one server
-core serves (1e6 / exec µs); merge into a 100 KB vs a 1 KB record (benchmarks/costs.py's
+(``INFO commandstats``, benchmarks/server_time.py; the least of 5 runs, as other work
+preempting the server is counted in the runs it hits) and the most operations one
+server core serves (1e6 / exec µs); merge into a 100 KB vs a 1 KB record (benchmarks/costs.py's
 records); merges from 8 processes into one record of 1 to 100 KB against WATCH/MULTI.
 Once, as no CPU placement changes them: encoding with nulls vs ``orjson.dumps``, the
 write memory's bytes per key, a given-id save / get at 100,000 checkpoints vs at 10,
@@ -118,11 +119,11 @@ def op_table(env: Env, calls: dict[tuple[str, str], Callable[[], Any]]) -> list[
     """Each PAIRS operation against its peer: ABBA timing, then server exec µs."""
     a = env.args
     block, exec_n = max(1, a.n // a.rounds), a.exec_n
-    served: dict[tuple[str, str], dict[str, float]] = {}
+    served: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def server(key: tuple[str, str]) -> dict[str, float]:
+    def server(key: tuple[str, str]) -> dict[str, Any]:
         if key not in served:  # the lock peer serves three rows
-            served[key] = server_time.measure(env.stats, calls[key], exec_n)
+            served[key] = server_time.measure_least(env.stats, calls[key], exec_n)
         return served[key]
 
     rows: list[Row] = []
@@ -146,6 +147,7 @@ def op_table(env: Env, calls: dict[tuple[str, str], Callable[[], Any]]) -> list[
                 "peer_exec_us": theirs["exec_us"],
                 "max_ops_s": 1e6 / ours["exec_us"] if ours["exec_us"] else None,
                 "peer_max_ops_s": 1e6 / theirs["exec_us"] if theirs["exec_us"] else None,
+                "exec_us_chunks": ours["exec_us_chunks"],
                 "cpu_us": ours["cpu_us"],
                 "cpu_ops_s": 1e6 / ours["cpu_us"] if ours["cpu_us"] else None,
             }
@@ -433,14 +435,16 @@ def report(part: dict[str, Any], tgt: list[Row]) -> None:
         harness.print_table(CONTENDED_COLS, shown, title)
     print("added µs: the median over ABBA blocks of (redistate p50 - peer p50); the peers")
     print("  encode and decode with orjson. exec µs: INFO commandstats usec per call of the")
-    print("  top-level commands sent (a script's include what it runs); max ops/s/core:")
+    print("  top-level commands sent (a script's include what it runs), the least mean of")
+    print("  5 runs of exec-n / 5 calls (the machine's other work preempts the server in")
+    print("  some: commandstats times by the wall clock); max ops/s/core:")
     print("  1e6 / exec µs, what one Redis core serves of that operation and nothing else;")
     print("  server cpu µs: used_cpu_user+sys per call (parsing, replies, event loop too),")
     print("  and 1e6 / that: what one core serves counting the server's work around commands.")
     o = part["once"]
     print("\n3d. once (no CPU placement changes these)")
     for e in o["encoding"]:
-        print(f"  {e['line']} ({e['us']:.0f} µs vs {e['orjson_us']:.0f} µs)")
+        print(f"  {e['line']} ({e['us']:.1f} µs vs {e['orjson_us']:.1f} µs)")
     for w in o["write_memory"]:
         print(
             f"  write memory of one hot key, {w['writers']}: {w['bytes']:,} B after"
