@@ -80,6 +80,10 @@ def modes(server_pid: int | None) -> tuple[list[Mode], str]:
     if not hasattr(os, "sched_setaffinity"):
         return [Mode("as scheduled", None, None)], "not pinned: no sched_setaffinity here"
     cpus = sorted(os.sched_getaffinity(0))
+    try:  # a container may refuse it: then measure where the OS puts the processes
+        _pin(server_pid, set(cpus))
+    except OSError as e:
+        return [Mode("as scheduled", None, None)], f"not pinned: sched_setaffinity: {e}"
     first = {cpus[0]}
     if len(cpus) < 2:
         return [Mode("one CPU", first, first)], f"one usable CPU ({cpus[0]}): no apart mode"

@@ -132,7 +132,10 @@ def test_run_benchmark_quick_compares_every_peer_with_promised_round_trips(
     # every operation against its peer, and every target named with a verdict or why not.
     part = result["issue21"]
     modes = [m["mode"] for m in part["modes"]]
-    assert modes == (["apart", "one CPU"] if len(os.sched_getaffinity(0)) > 1 else ["one CPU"])
+    if part["note"].startswith("not pinned"):  # a container refusing sched_setaffinity
+        assert modes == ["as scheduled"]
+    else:
+        assert modes == (["apart", "one CPU"] if len(os.sched_getaffinity(0)) > 1 else ["one CPU"])
     for m in part["modes"]:
         assert f"3a [{m['mode']}]" in done.stdout and f"3c [{m['mode']}]" in done.stdout
         ops = {r["op"]: r for r in m["ops"]}
