@@ -146,10 +146,7 @@ def test_run_benchmark_quick_compares_every_peer_with_promised_round_trips(
         assert all(r["exec_us"] > 0 for r in ops.values())
         assert {r["kb"] for r in m["contended"]} == {1, 6}
         assert all(r["lost"] == 0 for r in m["contended"])
-    assert (
-        part["once"]["batch"] == {"note": "not measured: no store.batch()"}
-        or "ratio" in (part["once"]["batch"])
-    )
+    assert part["once"]["batch"]["round_trips"] == 1  # 10 mixed writes in one request
     judged = {r["target"].split(":")[0].split(" vs")[0] for r in result["issue21_targets"]}
     for what in ("put 1 KB", "store.task() acquire+release (renews)", "10 mixed writes in a batch"):
         assert what in judged, (what, judged)
