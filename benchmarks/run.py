@@ -776,7 +776,7 @@ def options() -> argparse.Namespace:
     if args.quick:
         args.n, args.rounds, args.warmup = 200, 2, 20
         args.merge_n, args.merge_rounds = 25, 2
-        args.exec_n, args.hot_writes, args.sweep_rounds = 100, 200, 2
+        args.exec_n, args.hot_writes, args.sweep_rounds = 250, 200, 2
         args.merge_kb, args.given_points = [1, 6], [10, 1000]
     args.procs = [1, 2] if args.quick else [1, 2, 4, 8, 16]
     if args.out:
