@@ -172,6 +172,56 @@ def history(env: Env, points: list[int]) -> list[Row]:
     return rows
 
 
+# --- given ids vs history -------------------------------------------------------------
+
+
+def given_ids(env: Env, points: list[int]) -> list[Row]:
+    """A save under a caller-chosen id (keep=N, so the history stays N long) and
+    ``get(task, id)`` of the oldest stored id, after N stored checkpoints vs after 10,
+    in the same ABBA blocks. Separate tasks for the two: the saves trim the oldest."""
+    store, raw, cps, state = env.store, env.raw, env.store.checkpoints, value_1k()
+
+    def oldest(task: str) -> str:
+        entry = raw.lindex(store.checkpoints.spec.task_keys(task)[1], -1)
+        return bytes(entry).decode().split(",")[3]  # type: ignore[arg-type]
+
+    def given(task: str, keep: int) -> Block:
+        return sync_block(
+            lambda: cps.save(task, state, checkpoint_id=new_checkpoint_id(), keep=keep)
+        )
+
+    load_history(store, raw, "g-ref-save", 10, 10)
+    load_history(store, raw, "g-ref-get", 10, 10)
+    ref_id = oldest("g-ref-get")
+    rows: list[Row] = []
+    for n in points:
+        load_history(store, raw, "g-save", n, n)
+        load_history(store, raw, "g-get", n, n)
+        old = oldest("g-get")
+        if cps.get("g-get", old) is None:
+            raise RuntimeError("get(task, id) did not find the oldest bulk-loaded id")
+        sides = measure(
+            env,
+            {
+                "save_given": given("g-save", n),
+                "save_ref": given("g-ref-save", 10),
+                "get_given": sync_block(partial(cps.get, "g-get", old)),
+                "get_ref": sync_block(lambda: cps.get("g-ref-get", ref_id)),
+            },
+        )
+        row: Row = {"history": n}
+        for name, side in sides.items():
+            row |= {f"{name}_{k}": v for k, v in side.row("").items()}
+        for op in ("save", "get"):
+            row[f"{op}_vs10"] = harness.ratios(sides[f"{op}_given"], sides[f"{op}_ref"])[
+                "ratio_p50"
+            ]
+        rows.append(row)
+        _measure.progress(f"measured given ids at {n:,}")
+    clear(raw, f"{env.namespace}:task:{{g-*")
+    return rows
+
+
 # --- restore vs deltas ------------------------------------------------------------------
 
 

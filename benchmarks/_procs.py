@@ -87,6 +87,9 @@ def _job(ctx: Ctx, job: str, key: str) -> Op:
     if job == "rs_merge":
         users.merge(f"{key}-warm", {"warm": w})
         return lambda i: users.merge(key, {f"w{w}-{i}": 1})
+    if job == "rs_merge_nr":  # a caller that does not ask for the merged value
+        users.merge(f"{key}-warm", {"warm": w}, returning=False)
+        return lambda i: users.merge(key, {f"w{w}-{i}": 1}, returning=False)
     if job == "watch_merge":
         watch_merge(raw, ctx.raw_key(f"{key}-warm"), {"warm": w})
         return lambda i: watch_merge(raw, ctx.raw_key(key), {f"w{w}-{i}": 1})

@@ -22,7 +22,22 @@ from typing import Any
 import harness
 from harness import Clients, Column, Row, ratios
 
+from redistate import Store
+
 VALUE = {"text": "x" * 180, "n": 1}
+
+
+def mixed(store: Store, n: int) -> None:
+    """10 writes of mixed kinds in one batch (issue 21's target; run.py part 3 too)."""
+    with store.batch() as b:
+        for i in range(4):
+            b.sessions.put(f"m{i}", VALUE)
+        b.sessions.merge("m0", {"n": n})  # onto the put just before: never compacts
+        b.sessions.merge("m1", {"n": n})
+        b.sessions.delete("m3")
+        b.checkpoints.save("task", VALUE)
+        b.checkpoints.log("task", {"n": n})
+        b.events.append("task", "tick", {"n": n})
 
 
 def bench(c: Clients, args: argparse.Namespace) -> int:
@@ -31,18 +46,6 @@ def bench(c: Clients, args: argparse.Namespace) -> int:
 
     def single() -> None:
         store.sessions.put("one", VALUE)
-
-    def mixed() -> None:
-        n = next(ticks)
-        with store.batch() as b:
-            for i in range(4):
-                b.sessions.put(f"m{i}", VALUE)
-            b.sessions.merge("m0", {"n": n})  # onto the put just before: never compacts
-            b.sessions.merge("m1", {"n": n})
-            b.sessions.delete("m3")
-            b.checkpoints.save("task", VALUE)
-            b.checkpoints.log("task", {"n": n})
-            b.events.append("task", "tick", {"n": n})
 
     def batched(count: int) -> Any:
         def run() -> None:
@@ -61,7 +64,7 @@ def bench(c: Clients, args: argparse.Namespace) -> int:
 
     fns = {
         "1 put": single,
-        "10 mixed writes, batched": mixed,
+        "10 mixed writes, batched": lambda: mixed(store, next(ticks)),
         "10 puts, batched": batched(10),
         "10 puts, one by one": sequential(10),
         "100 puts, batched": batched(100),

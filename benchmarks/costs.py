@@ -29,6 +29,8 @@ import orjson
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from server_time import lock_pairs
+
 from redistate import Store
 from redistate.core.codec import JsonCodec
 from tests.servers import redis_binary, running
@@ -44,15 +46,30 @@ def turns(n: int) -> dict[str, Any]:
     return {"messages": [{**message, "n": i} for i in range(n)], "summary": None}
 
 
-def encoding(scale: int) -> list[str]:
+def encoding(scale: int) -> list[dict[str, Any]]:
+    """JsonCodec.encode over orjson.dumps of agent state with nulls, at three sizes."""
     codec, out = JsonCodec(), []
     for n in (10, 100, 1000):
         value = turns(n)
         base = best_us(functools.partial(orjson.dumps, value), 200 // scale)
         ours = best_us(functools.partial(codec.encode, value), 200 // scale)
         size = len(orjson.dumps(value)) / 1000
-        out.append(f"encode {size:6.1f} KB with nulls  {ours / base:6.2f}x orjson.dumps")
+        line = f"encode {size:6.1f} KB with nulls  {ours / base:6.2f}x orjson.dumps"
+        out.append({"kb": size, "us": ours, "orjson_us": base, "ratio": ours / base, "line": line})
     return out
+
+
+def profiles(store: Store) -> Callable[[str, bool], Callable[[], object]]:
+    """User records "small" (10 fields, ~1 KB) and "big" (1,000 fields, ~100 KB), and a
+    maker of one-fact merges into either, returning the merged value or not."""
+    n = count()
+    for size, label in ((10, "small"), (1000, "big")):
+        store.users.put(label, {f"f{i}": "x" * 100 for i in range(size)})
+
+    def merging(label: str, returning: bool) -> Callable[[], object]:
+        return lambda: store.users.merge(label, {"n": next(n)}, returning=returning)
+
+    return merging
 
 
 def server_side(store: Store, raw: redis.Redis, scale: int) -> list[str]:
@@ -82,35 +99,15 @@ def server_side(store: Store, raw: redis.Redis, scale: int) -> list[str]:
     us = best_us(lambda: store.checkpoints.restore("t"), 50 // scale)
     out.append(f"restore {len(orjson.dumps(state)) / 1000:.0f} KB + 1 delta          {us:7.0f} µs")
 
-    n = count()
-    for size, label in ((10, "small"), (1000, "big")):
-        store.users.put(label, {f"f{i}": "x" * 100 for i in range(size)})
-
-    def merging(label: str, returning: bool) -> Callable[[], object]:
-        return lambda: store.users.merge(label, {"n": next(n)}, returning=returning)
-
+    merging = profiles(store)
     for returning in (True, False):
         small = best_us(merging("small", returning), 200 // scale)
         big = best_us(merging("big", returning), 200 // scale)
         out.append(f"merge 100 KB vs 1 KB, returning={returning!s:5} {big / small:6.2f}x")
 
-    def pair(renew: bool) -> Callable[[], None]:
-        def run() -> None:
-            with store.lock("pair", ttl=30, renew=renew):
-                pass
-
-        return run
-
-    def task() -> None:
-        with store.task("job", ttl=30):
-            pass
-
-    def redis_py() -> None:
-        with raw.lock("bench:raw:pair", timeout=30):
-            pass
-
-    base = best_us(redis_py, 300 // scale)
-    for label, fn in (("renew=False", pair(False)), ("renew=True", pair(True)), ("task()", task)):
+    pairs = lock_pairs(store, raw)
+    base = best_us(pairs.pop("redis-py Lock"), 300 // scale)
+    for label, fn in pairs.items():
         us = best_us(fn, 300 // scale)
         out.append(f"lock pair {label:<12}          {us / base:6.2f}x redis-py Lock")
     return out
@@ -120,7 +117,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke test)")
     scale = 10 if parser.parse_args().quick else 1
-    lines = encoding(scale)
+    lines = [row["line"] for row in encoding(scale)]
     with running(redis_binary()) as server:
         url = f"redis://127.0.0.1:{server.port}/0"
         raw = redis.Redis.from_url(url)

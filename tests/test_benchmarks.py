@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,13 @@ def test_checkpoints_benchmark_runs_and_meets_round_trip_targets() -> None:
     done = bench("checkpoints.py", "--quick")
     assert "after 10 vs 10,000 earlier saves" in done.stdout
     assert "vs deltas" in done.stdout
+
+
+def test_checkpoint_index_benchmark_runs_in_one_round_trip_per_lookup() -> None:
+    done = bench("checkpoint_index.py", "--quick")
+    for op in ("get(task, id)", "save, chosen id (resend)", "save, chosen id (new)"):
+        assert f"\n{op} " in done.stdout, done.stdout
+    assert "vs 10 p50" in done.stdout and "server µs" in done.stdout
 
 
 def test_locks_benchmark_runs_and_meets_round_trip_targets() -> None:
@@ -127,6 +135,30 @@ def test_run_benchmark_quick_compares_every_peer_with_promised_round_trips(
     assert all(r["rs_round_trips"] == 1 for r in curves["deltas"])
     assert all(r["rs_put_round_trips"] == 1 == r["rs_get_round_trips"] for r in curves["processes"])
     assert result["round_trip_failures"] == []
+    # Part 3, issue 21's table: both loopback modes (this machine has two CPUs or more),
+    # every operation against its peer, and every target named with a verdict or why not.
+    part = result["issue21"]
+    modes = [m["mode"] for m in part["modes"]]
+    if part["note"].startswith("not pinned"):  # a container refusing sched_setaffinity
+        assert modes == ["as scheduled"]
+    else:
+        assert modes == (["apart", "one CPU"] if len(os.sched_getaffinity(0)) > 1 else ["one CPU"])
+    for m in part["modes"]:
+        assert f"3a [{m['mode']}]" in done.stdout and f"3c [{m['mode']}]" in done.stdout
+        ops = {r["op"]: r for r in m["ops"]}
+        assert set(ops) >= {"put 1 KB", "get 1 KB", "events.append", "lease pair, store.task()"}
+        for op in ("put 1 KB", "get 1 KB", "checkpoints.save 1 KB", "events.append"):
+            assert ops[op]["round_trips"] == 1, (m["mode"], op)
+        assert ops["lease pair, renew=True"]["round_trips"] == 2
+        # A script's server time shows even in a few calls (a GET's may round to 0 µs).
+        assert ops["put 1 KB"]["exec_us"] > 0 and ops["events.append"]["exec_us"] > 0
+        assert {r["kb"] for r in m["contended"]} == {1, 6}
+        assert all(r["lost"] == 0 for r in m["contended"])
+    assert part["once"]["batch"]["round_trips"] == 1  # 10 mixed writes in one request
+    judged = {r["target"].split(":")[0].split(" vs")[0] for r in result["issue21_targets"]}
+    for what in ("put 1 KB", "store.task() acquire+release (renews)", "10 mixed writes in a batch"):
+        assert what in judged, (what, judged)
+    assert "targets (issue 21), judged on this run" in done.stdout
     for png in ("history", "restore_deltas", "ids_keys", "throughput_processes"):
         assert (tmp_path / f"{png}.png").stat().st_size > 0
     assert "CPU:" in (tmp_path / "machine.txt").read_text(encoding="utf-8")

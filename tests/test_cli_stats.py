@@ -51,6 +51,8 @@ def sizes(backend: Backend, namespace: str) -> dict[str, dict[tuple[str, str], i
                 size = sum(len(x) for x in raw.lrange(key, 0, -1))
             elif raw.type(key) == b"zset":
                 size = sum(len(m) + 8 for m in raw.zrange(key, 0, -1))
+            elif raw.type(key) == b"hash":
+                size = sum(len(k) + len(v) for k, v in raw.hgetall(key).items())
             else:
                 size = int(raw.strlen(key))
             found.setdefault(kind, {})[(entity, part)] = size
@@ -91,7 +93,7 @@ def test_counts_bytes_largest_and_keys_without_ttl(backend: Backend, namespace: 
     assert counts == {
         "session": (41, 41),
         "user": (10, 10),
-        "task": (4, 1),  # checkpoints, ids, log, write memory: one task
+        "task": (5, 1),  # checkpoints, ids, log, id index, write memory: one task
         "events": (0, 0),
         "lock": (1, 1),
         "fence": (1, 1),
@@ -112,8 +114,8 @@ def test_counts_bytes_largest_and_keys_without_ttl(backend: Backend, namespace: 
         assert [x["bytes"] for x in row["largest"]] == top, kind
     assert found["user"]["largest"][0]["id"] == "big"
     assert found["user"]["largest"][0]["bytes"] > 20_000
-    # A task is one entity: its checkpoint list, ids, log and write memory summed.
-    assert [(x["id"], x["keys"]) for x in found["task"]["largest"]] == [("t1", 4)]
+    # A task is one entity: its checkpoint list, ids, log, index and write memory summed.
+    assert [(x["id"], x["keys"]) for x in found["task"]["largest"]] == [("t1", 5)]
     # Sessions always should expire; users were asked for; the others are not checked.
     assert (found["session"]["no_ttl"], found["session"]["no_ttl_ids"]) == (1, ["forever"])
     assert found["user"]["no_ttl"] == 10 and len(found["user"]["no_ttl_ids"]) == 5

@@ -203,7 +203,7 @@ def _payload_sizes(conn: Connection, keys: list[bytes]) -> list[int | None]:
     """The payload bytes of each key (no MEMORY USAGE); None for a key that is gone."""
     types = _each(conn, keys, "TYPE")
     commands = {b"string": ("STRLEN",), b"list": ("LRANGE", 0, -1),
-                b"zset": ("ZRANGE", 0, -1)}  # fmt: skip
+                b"zset": ("ZRANGE", 0, -1), b"hash": ("HGETALL",)}  # fmt: skip
     groups = [
         (_text(key), [(commands[t][0], key, *commands[t][1:])] if t in commands else [])
         for key, t in zip(keys, types, strict=True)
@@ -218,6 +218,10 @@ def _payload_sizes(conn: Connection, keys: list[bytes]) -> list[int | None]:
             sizes.append(sum(len(item) for item in replies[0]))
         elif kind == b"zset":
             sizes.append(sum(len(m) + 8 for m in replies[0]))  # a score is 8 bytes
+        elif kind == b"hash":  # step records, a task's id index: fields and values
+            found = replies[0]  # a dict, or (RESP2 without callbacks) a flat list
+            flat = [x for pair in found.items() for x in pair] if isinstance(found, dict) else found
+            sizes.append(sum(len(x) for x in flat))
         else:
             sizes.append(0)  # a type redistate never writes: counted, not sized
     return sizes

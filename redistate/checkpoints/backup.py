@@ -83,6 +83,7 @@ class _Tasks(LineCodec):
     one, many = "task", "tasks"
     since = 1
     carries = (kinds.STEPS,)
+    left_out = frozenset({"index"})  # derived from the ids: import_task rebuilds it
 
     def keys(self, keys: KeySpace, name: str, entity_id: str) -> tuple[str, ...]:
         return (*keys.task_keys(entity_id), keys.task_steps(entity_id))
@@ -203,7 +204,7 @@ class _Tasks(LineCodec):
         steps = [value for pair in entity.steps for value in pair]
         log = entity.data[blobs + entries :]
         args = (ttl_ms, int(force), blobs, entries, len(entity.steps), *checkpoints, *steps, *log)
-        return self.keys(keys, self.name, entity.id), args
+        return (*self.keys(keys, self.name, entity.id), keys.task_index(entity.id)), args
 
     def exported(self, report: ExportReport, line: dict[str, Any]) -> None:
         super().exported(report, line)

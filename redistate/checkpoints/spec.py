@@ -430,17 +430,19 @@ class CheckpointSpec:
 
     def guarded_keys(self, task_id: str, lease: Any) -> tuple[tuple[str, ...], str]:
         """(KEYS, lease value) of a write: the task's keys, its id's lock key, its
-        recent writes and its step records (which expire and go with the task).
+        recent writes, its step records and its checkpoint id index (which expire and
+        go with the task).
 
         Raises:
             ValueError: the lease is for another task. LockLost: it is known lost.
         """
         keys = self.keys.task_keys(task_id)
         writes, steps = self.keys.writes(keys[0]), self.keys.task_steps(task_id)
+        index = self.keys.task_index(task_id)
         if lease is None:  # the scripts read KEYS[4] only when guarded
-            return (*keys, keys[0], writes, steps), ""
+            return (*keys, keys[0], writes, steps, index), ""
         lock_key, value = guard_args(lease, task_id, self.keys.lock(task_id))
-        return (*keys, lock_key, writes, steps), value
+        return (*keys, lock_key, writes, steps, index), value
 
     def write_ttl(self, ttl: object) -> int:
         """TTL in ms for a save or log: the store's task TTL unless given."""

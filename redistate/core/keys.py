@@ -159,6 +159,12 @@ class KeySpace:
         """Checkpoint ids and positions, aligned with the checkpoint list: ``ns:task:{id}:ids``."""
         return self.key(TASK_KEY, task_id, "ids")
 
+    def task_index(self, task_id: str) -> str:
+        """Where each checkpoint id is in the id list, a hash (id -> push number, and the
+        head it was last checked against): ``ns:task:{id}:index``; derived from the id
+        list (rebuilt from it, never exported), it expires and is deleted with the task."""
+        return self.key(TASK_KEY, task_id, "index")
+
     def task_steps(self, task_id: str) -> str:
         """Step records of a task (``run.step``), a hash by step name:
         ``ns:task:{id}:steps``; it expires and is deleted with the task."""

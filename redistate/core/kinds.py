@@ -140,7 +140,12 @@ COLLECTION: Final = Kind(
     home="records",
 )
 TASK: Final = Kind(
-    "task", TASK_KEY, ("", "ids", "log", WRITES), "tasks", registered=True, home="checkpoints"
+    "task",
+    TASK_KEY,
+    ("", "ids", "log", "index", WRITES),
+    "tasks",
+    registered=True,
+    home="checkpoints",
 )
 STEPS: Final = Kind(
     "steps",

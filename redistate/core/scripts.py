@@ -230,7 +230,7 @@ def acl_commands() -> tuple[str, ...]:
 # 7.0 crashes (SIGSEGV) when it is given fewer and the user has key patterns.
 _ARGS: Final[dict[str, int]] = {
     "append": 2, "del": 1, "exists": 1, "get": 1, "getrange": 3, "hdel": 2,
-    "hexists": 2, "hget": 2, "hgetall": 1, "hincrby": 3, "hmget": 2, "hset": 3,
+    "hexists": 2, "hget": 2, "hgetall": 1, "hincrby": 3, "hlen": 1, "hmget": 2, "hset": 3,
     "hsetnx": 3, "lindex": 2, "llen": 1, "lpush": 2, "lrange": 3,
     "lset": 3, "ltrim": 3, "persist": 1, "pexpire": 2, "pttl": 1, "rename": 2,
     "rpop": 1, "rpush": 2, "sadd": 2, "set": 2, "setrange": 3, "strlen": 1, "time": 0,

@@ -250,7 +250,7 @@ def test_flags_pure_readers_are_no_writes_and_only_allow_oom_may_be_declared(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert scripts.flags("read_lists") == ("no-writes",)
-    assert scripts.flags("checkpoint_find") == ("no-writes",)
+    assert scripts.flags("checkpoint_find") == ()  # it may rebuild its index
     assert scripts.flags("record_put") == ()
     assert scripts.flags("record_delete") == ("allow-oom",)
     for n in scripts.names():

@@ -5,6 +5,7 @@ KEYS[3]  delta log
 KEYS[4]  lock key of the task id (read only when ARGV[1] is set)
 KEYS[5]  the task's recent writes (see checkpoint_log; used only when ARGV[3] is not "0")
 KEYS[6]  the task's step records (run.step)
+KEYS[7]  the task's checkpoint id index (_checkpoint_index)
 ARGV[1]  lease value the delete is guarded by, or "" (unguarded)
 ARGV[2]  the delete's own id ([A-Za-z0-9_-], 1-64 chars)
 ARGV[3]  the write memory (rs_memory): how long (ms) ids are remembered ("0" = nothing
@@ -26,7 +27,7 @@ if memory_ms > 0 and resend and redis.call('ZSCORE', KEYS[5], ARGV[2]) then
 end
 local lost = rs_guard(KEYS[4], ARGV[1])
 if lost then return lost end
-local deleted = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[6])
+local deleted = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[6], KEYS[7])
 if deleted > 0 and memory_ms > 0 then
   local now_us = rs_now_us()
   rs_forget(KEYS[5], ack)

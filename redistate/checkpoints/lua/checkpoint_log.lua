@@ -6,6 +6,7 @@ KEYS[4]  lock key of the task id (read only when ARGV[6] is set)
 KEYS[5]  the task's recent writes: ids of deltas appended (and of deletes made) in the
          last ARGV[7] ms, scored by time in µs (used only when ARGV[7] is not "0")
 KEYS[6]  the task's step records (run.step): given the same expiry as the history
+KEYS[7]  the task's checkpoint id index (_checkpoint_index): given the same expiry
 ARGV[1]  delta id ([A-Za-z0-9_-], 1-64 chars)
 ARGV[2]  the delta blob (stored as is)
 ARGV[3]  the most deltas the log may hold (1-100000)
@@ -62,7 +63,7 @@ if ARGV[5] == '1' then
   local current = redis.call('PTTL', KEYS[1])
   if current > 0 then ttl_ms = current elseif current == -1 then ttl_ms = 0 end
 end
-for _, i in ipairs({1, 2, 3, 6}) do
+for _, i in ipairs({1, 2, 3, 6, 7}) do
   if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
 end
 if memory_ms > 0 then

@@ -5,6 +5,8 @@ KEYS[3]  delta log (compacted away: a new snapshot starts here)
 KEYS[4]  lock key of the task id (read only when ARGV[6] is set)
 KEYS[5]  the task's recent writes (see checkpoint_log; used only when ARGV[7] is not "0")
 KEYS[6]  the task's step records (run.step): given the same expiry as the history
+KEYS[7]  the id -> position index of KEYS[2] (_checkpoint_index): looked in for a
+         caller-chosen id or a resend, kept up to date by every save, same expiry
 ARGV[1]  checkpoint id ([A-Za-z0-9_-], 1-64 chars)
 ARGV[2]  the checkpoint blob (stored as is)
 ARGV[3]  keep: how many checkpoints the history holds (1-100000)
@@ -28,7 +30,9 @@ number of concurrent savers (scripts run one at a time). A torn task (the two li
 unequal length: one was evicted) is repaired first: both are trimmed to the pairs
 pushed together since; seq still follows the surviving ids (1 if none survived). Entries are pushed in seq
 order, so the newest readable one is the first from the head: a save costs O(1) in the
-history's length, except a caller-chosen id or a resend, which scan it (O(keep)).
+history's length. A caller-chosen id or a resend is looked up in the index (O(1)); only
+an index that does not match the list (written before it existed, imported by older
+code, torn) costs one scan, which rebuilds it.
 ]]
 local id, keep, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
 local memory_ms, resend, ack = rs_memory(ARGV[7])
@@ -44,12 +48,10 @@ end
 -- A generated id is new unless this is a resend; a chosen one may be saved again.
 local remembered = memory_ms > 0 and (resend or given == '1') and redis.call('ZSCORE', KEYS[5], id)
 if given == '1' or remembered then
-  local entries = redis.call('LRANGE', KEYS[2], 0, -1)
-  for i, entry in ipairs(entries) do
-    if string.match(entry, '^%d+,%d+,%d+,([%w_-]+),[%w_-]*$') == id then
-      rs_resent(KEYS[5], id, 0, memory_ms)
-      return {0, entry, redis.call('LINDEX', KEYS[1], i - 1)}
-    end
+  local at, entry = rs_ck_find(KEYS[2], KEYS[7], id)
+  if at then
+    rs_resent(KEYS[5], id, 0, memory_ms)
+    return {0, entry, redis.call('LINDEX', KEYS[1], at)}
   end
 end
 if remembered then
@@ -62,9 +64,10 @@ if lost then return lost end
 
 -- A damaged entry is skipped (restore skips its checkpoint too), never fatal: the
 -- next saves go on and the trim drops it in time.
-local seq, parent, at = 0, '', 0
+local seq, parent, at, head = 0, '', 0, nil
 repeat
   local batch = redis.call('LRANGE', KEYS[2], at, at + 15)
+  if at == 0 then head = batch[1] end  -- the id list's head, for the index's check
   for _, entry in ipairs(batch) do
     local s, eid = string.match(entry, '^(%d+),%d+,%d+,([%w_-]+),[%w_-]*$')
     if s then
@@ -85,7 +88,13 @@ if n_blobs ~= n_ids then
   for _, i in ipairs({1, 2}) do
     if sound == 0 then redis.call('DEL', KEYS[i]) else redis.call('LTRIM', KEYS[i], 0, sound - 1) end
   end
+  n_ids = sound  -- the head stays: only the tail was cut
 end
+
+-- The index is kept up to date only while it matches the list (after the repair
+-- above); one that does not is left for the next lookup to rebuild: a save with a
+-- generated id never scans.
+local p_head, n, dups = rs_ck_valid(KEYS[2], KEYS[7], n_ids, head)
 
 local now_us = rs_now_us()
 local entry = string.format('%016.0f,%013.0f,%s,%s,%s',
@@ -93,9 +102,13 @@ local entry = string.format('%016.0f,%013.0f,%s,%s,%s',
 redis.call('LPUSH', KEYS[1], ARGV[2])
 redis.call('LPUSH', KEYS[2], entry)
 redis.call('LTRIM', KEYS[1], 0, keep - 1)
-redis.call('LTRIM', KEYS[2], 0, keep - 1)
+if p_head then  -- trims the id list too
+  rs_ck_pushed(KEYS[2], KEYS[7], p_head, n, dups, id, entry, keep)
+else
+  redis.call('LTRIM', KEYS[2], 0, keep - 1)
+end
 redis.call('DEL', KEYS[3])
-for _, i in ipairs({1, 2, 6}) do
+for _, i in ipairs({1, 2, 6, 7}) do
   if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
 end
 if memory_ms > 0 then

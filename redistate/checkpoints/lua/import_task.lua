@@ -4,6 +4,8 @@ KEYS[1]  checkpoint list
 KEYS[2]  id list: "<seq:16>,<created_ms:13>,<fence>,<id>,<parent_id>", aligned with KEYS[1]
 KEYS[3]  delta log
 KEYS[4]  the task's step records (run.step), a hash by step name: merged, never deleted
+KEYS[5]  the task's checkpoint id index (_checkpoint_index): rebuilt from the imported
+         ids whenever the lists are replaced (an export holds no index)
 ARGV[1]  ttl in ms for every key of the task; "0" = no expiry
 ARGV[2]  "1" = overwrite even a newer stored task and stored step records (--force),
          "0" = refuse the one, keep the others
@@ -126,5 +128,6 @@ push(KEYS[3], first_delta, deltas)
 if ttl_ms > 0 then
   for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl_ms) end
 end
+rs_ck_rebuild(KEYS[2], KEYS[5], imported_ids)
 expire_steps()
 return {1, seq, written}
