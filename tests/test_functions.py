@@ -144,21 +144,23 @@ def test_a_pipeline_of_scripts_loads_the_library_once_per_server(
     backend: Backend, namespace: str
 ) -> None:
     """``scripts`` (imports, recodes) after a FUNCTION FLUSH: each server (a cluster:
-    each primary the calls reach) loads the library once and every call answers."""
-    if backend.name == "embedded":
-        pytest.skip("fakeredis keeps no commandstats")
-    servers = _servers(backend)
+    each primary the calls reach) loads the library once and every call answers
+    (fakeredis keeps no commandstats: there, only the answers are checked)."""
+    servers = [] if backend.name == "embedded" else _servers(backend)
     with Store(backend.sync_client(), namespace=namespace) as store:
         keys = [store.keys.task(f"t{i}") for i in range(12)]  # spread over the slots
         for key in keys:
             store._conn.idempotent("RPUSH", key, key)
-        for raw in servers:
+        for raw in servers or [backend.raw()]:
             raw.execute_command("FUNCTION", "FLUSH")
+        for raw in servers:
             raw.config_resetstat()
         run = script("read_lists")
         replies = store._conn.scripts([(run, [key], [0, -1]) for key in keys])
         assert replies == [[[key.encode()]] for key in keys]
         assert store._conn._fcall
+    if not servers:
+        return
     calls = [_calls(raw) for raw in servers]
     reached = [c for c in calls if c.get("cmdstat_fcall")]
     assert reached and all(c.get("cmdstat_function|load") == 1 for c in reached), calls
