@@ -143,6 +143,7 @@ class Connection:
         "_checked",
         "_embedded",
         "_fcall",
+        "_loaded",
         "_lock",
         "_nodes",
         "_pid",
@@ -220,6 +221,9 @@ class Connection:
         # it answers "Function not found") until a server has no FUNCTION or this user
         # may not load the library: then by EVALSHA, for the rest of this connection.
         self._fcall = True
+        # By EVALSHA, the SHAs a batch found loaded, per server client: a batch loads
+        # the others first, in its own pipeline (see _writes_to).
+        self._loaded: dict[int, set[str]] = {}
         # Per write-memory key, the id of this client's latest call on it that has
         # returned: sent with the next call there, so the server drops its entry.
         self._acks: dict[str, str] = {}
@@ -971,9 +975,18 @@ class Connection:
         reload after NOSCRIPT)."""
         todo, wrote, acked = members, [], replicas
         transient: BaseException | None = None
+        # By EVALSHA, scripts this server may never have seen are loaded ahead of the
+        # calls: were one of them answered NOSCRIPT and sent again after a reload, the
+        # calls behind it would have run first (a log before the save it follows). A
+        # flush or a restart loses every script, so later NOSCRIPTs come in order.
+        seen = self._loaded.setdefault(id(client), set())
+        unseen = (calls[at].script for at in todo if calls[at].script.sha not in seen)
+        preload = [] if self._fcall else list(dict.fromkeys(run.source for run in unseen))
         for loads in range(_RELOADS + 1):
             with client.pipeline(transaction=False) as pipe:
                 queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
+                for source in preload:
+                    queue("SCRIPT", "LOAD", source)
                 for at in todo:
                     call = calls[at]
                     queue(*self._call(call.script, call.keys, args[at]))
@@ -985,11 +998,17 @@ class Connection:
                     self._relearn(calls[todo[0]].keys[0])
                     raise
             waited = replies.pop() if replicas else replicas
+            for sha in replies[: len(preload)]:
+                if isinstance(sha, (bytes, str)):
+                    seen.add(sha.decode() if isinstance(sha, bytes) else sha)
+            replies, preload = replies[len(preload) :], []
             missing: list[int] = []
             error: object = None
             for at, reply in zip(todo, replies, strict=True):
                 if not isinstance(reply, Exception):  # the usual case first
                     run = calls[at].script
+                    if not self._fcall:
+                        seen.add(run.sha)
                     out[at] = parsed = run.read(reply)
                     if replicas and run.wrote(parsed):
                         wrote.append(at)

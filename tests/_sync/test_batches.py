@@ -19,6 +19,7 @@ from redistate import (
     StateTooLarge,
 )
 from redistate.core.connection import _NO_REPLY, Connection
+from redistate.core.scripts import script
 from tests.conftest import Backend, _backend
 from tests.proxy import FaultProxy
 from tests.roundtrips import server_reads
@@ -332,6 +333,29 @@ def test_a_batch_reloads_flushed_scripts(
     loads = raw.info("commandstats")[f"cmdstat_{mode}|load"]["calls"]
     raw.close()
     assert loads == (1 if mode == "function" else 2), loads  # record_put, checkpoint_save
+
+
+def test_by_evalsha_a_batch_keeps_its_order_when_one_script_is_not_loaded(
+    server_store: Store, server_backend: Backend
+) -> None:
+    """By EVALSHA, a save whose script the server lacks, then a log of the same task
+    whose script it has: were the save answered NOSCRIPT and sent again after its load,
+    the log would have run first, before any checkpoint of the task. The batch loads
+    what it has not seen on that server ahead of its calls, so the log follows the save."""
+    server_store._conn._fcall = False
+    raw = server_backend.raw()
+    try:
+        raw.script_flush()
+        raw.script_load(script("checkpoint_log").source)
+    finally:
+        raw.close()
+    with server_store.batch() as b:
+        save = b.checkpoints.save("ordered", {"n": 1})
+        log = b.checkpoints.log("ordered", {"m": 2})
+    assert save.result().state == {"n": 1}
+    assert log.result() == 1
+    restored = server_store.checkpoints.restore("ordered")
+    assert restored is not None and restored.state == {"n": 1, "m": 2}
 
 
 def test_a_run_batches_its_save_log_and_step_records(store: Store) -> None:
