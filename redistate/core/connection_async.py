@@ -441,7 +441,8 @@ class AsyncConnection:
         ``lease``: the lease guarding the write. Nothing is sent past its local
         deadline, and a LockLost reply marks it lost at once. ``wid``: the id the
         call's write memory keeps for it (a script with ``memory``), acknowledged to
-        the server with the next call there once this one returns. Returns the reply as
+        the server with the next call there once this one failed or its reply says it
+        wrote (a conflict leaves the previous ack standing). Returns the reply as
         ``script.read`` makes it (parsed, for a script made with ``replying``); only one
         that ``script.wrote`` is waited for.
 
