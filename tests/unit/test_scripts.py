@@ -145,8 +145,22 @@ def test_each_scripts_acl_check_lists_exactly_the_commands_its_lua_calls(name: s
     libraries = [
         stem for stem in files if stem.startswith("_") and files[stem] in script(name).source
     ]
-    called = set().union(*(_called(files[f]) for f in [*libraries, name]))
+    # What the script can run: its own calls and those of each library function it
+    # reaches (a body runs to its closing "end" at the margin), and theirs.
+    bodies: dict[str, str] = {}
+    for lib in libraries:
+        for m in re.finditer(r"^local function (\w+)\(.*?^end$", files[lib], re.M | re.S):
+            bodies[m.group(1)] = m.group(0)
+    reached: set[str] = set()
+    todo = [files[name]]
+    while todo:
+        for fn in set(re.findall(r"\b(rs_\w+)\(", todo.pop())) & bodies.keys() - reached:
+            reached.add(fn)
+            todo.append(bodies[fn])
+    called = set().union(_called(files[name]), *(_called(bodies[f]) for f in reached))
+    everything = set().union(*(_called(files[f]) for f in [*libraries, name]))
     assert called and scripts.lua_commands(name) == called
+    assert _called(files[name]) <= called <= everything
     prelude = scripts._acl_prelude(name)
     checked = set(re.findall(r"acl_check_cmd\('([a-z]+)'", prelude))
     assert checked == called
