@@ -150,6 +150,7 @@ def test_run_benchmark_quick_compares_every_peer_with_promised_round_trips(
         for op in ("put 1 KB", "get 1 KB", "checkpoints.save 1 KB", "events.append"):
             assert ops[op]["round_trips"] == 1, (m["mode"], op)
         assert ops["lease pair, renew=True"]["round_trips"] == 2
+        assert ops["lease pair, store.task()"]["round_trips"] == 2
         # A script's server time shows even in a few calls (a GET's may round to 0 µs).
         assert ops["put 1 KB"]["exec_us"] > 0 and ops["events.append"]["exec_us"] > 0
         assert {r["kb"] for r in m["contended"]} == {1, 6}

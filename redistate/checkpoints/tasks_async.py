@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..core._translate import translate
 from ..core.batching import Call, Prepared
 from ..core.connection_async import AsyncConnection
 from ..core.durability import Durability
@@ -367,7 +368,41 @@ class AsyncCheckpoints:
         """The newest intact checkpoint plus the deltas logged after it (None for an
         unknown task). Damaged checkpoints and deltas are skipped and listed."""
         keys = self.spec.task_keys(task_id)
-        restored = self.spec.restored(task_id, keys[0], await self._read(keys, 1, deltas=True))
+        return await self._restored(task_id, await self._read(keys, 1, deltas=True))
+
+    def _entry_reads(self, task_id: str) -> list[tuple[Any, ...]]:
+        """What a run reads on entry, as commands for one MULTI/EXEC (sent with its
+        lease's acquire): the newest checkpoint's id entry and blob, the delta log, the
+        step records."""
+        keys = self.spec.task_keys(task_id)
+        steps = self.spec.keys.task_steps(task_id)
+        ranges = [(keys[1], 0, 0), (keys[0], 0, 0), (keys[2], 0, -1)]
+        return [*(("LRANGE", *r) for r in ranges), ("HGETALL", steps)]
+
+    async def _entered(
+        self, task_id: str, replies: list[Any] | None
+    ) -> tuple[Restored | None, dict[str, Step]]:
+        """The restore and the step records from the replies to :meth:`_entry_reads`,
+        read now when None (one MULTI/EXEC; one more only to fall back past damage)."""
+        if replies is None:
+            key = self.spec.keys.task(task_id)
+            replies = (await self._conn.batch([(key, self._entry_reads(task_id))]))[0]
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise translate(reply, self._conn.address, "multi") from reply
+        *newest, found = replies
+        steps_key = self.spec.keys.task_steps(task_id)
+        # In a transaction's reply HGETALL is a flat list under RESP2, a map under RESP3.
+        fields = (
+            found if isinstance(found, dict) else dict(zip(found[::2], found[1::2], strict=True))
+        )
+        steps = self.step_spec.steps(steps_key, fields)
+        return await self._restored(task_id, newest), steps
+
+    async def _restored(self, task_id: str, newest: list[Any]) -> Restored | None:
+        """:meth:`restore` from the newest entry, its blob and the delta log."""
+        keys = self.spec.task_keys(task_id)
+        restored = self.spec.restored(task_id, keys[0], newest)
         if restored is not None and restored.checkpoint is None and restored.skipped:
             # The newest is damaged: only now read the whole history to fall back.
             restored = self.spec.restored(task_id, keys[0], await self._read(keys, 0, deltas=True))

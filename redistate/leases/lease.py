@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, cast
 
@@ -198,6 +199,14 @@ class Lease(WithGuard):
         Raises:
             LockTimeout: not acquired before the deadline.
         """
+        self._acquire(())
+        return self
+
+    def _acquire(self, reads: Sequence[tuple[Any, ...]]) -> list[Any] | None:
+        """:meth:`acquire`, with ``reads`` (commands on keys of the lease's hash slot)
+        sent in the same round trip as its first try and run right after it, in one
+        MULTI/EXEC: their replies when that try took the lease; None when a later try
+        did, or they could not be read with it (read them now)."""
         if self.value is not None:
             raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
         if self._used:  # a lease object taken again: a fresh token and fresh events
@@ -206,14 +215,23 @@ class Lease(WithGuard):
             self._why, self._reported = None, False
         self._used = True
         deadline = None if self.wait is None else time.monotonic() + self.wait
+        # The first try's reads, filled only if it took the lease; replicated acquires
+        # WAIT, so they go the usual way.
+        read: list[list[Any] | None] = [None]
+        if self._conn.replicas(None):
+            reads = ()
         while True:
             # The same token on every try: an acquire resent after a lost reply finds
             # the lease held by this token and reports it acquired.
             # Retries of this call end with the caller's deadline, not the policy's.
             sent = time.monotonic()  # the server runs this try no earlier
             self._budget = None if deadline is None else max(deadline - sent, 0.0)
+            first, reads = reads, ()
+            attempt = functools.partial(self._try_reading, first, read) if first else None
             try:
-                reply: LockAcquireReply = sync_finish(self._try_acquire, self._undo_acquire)
+                reply: LockAcquireReply = sync_finish(
+                    attempt or self._try_acquire, self._undo_acquire
+                )
             except RedistateError:
                 # The reply was lost: the script may have taken the lock for a caller
                 # who will never know. Give it back, best effort.
@@ -227,7 +245,7 @@ class Lease(WithGuard):
                     self._quiet = sync_event()  # made anew: an event may belong to a loop
                     self._quiet.set()
                     _renewals(self._conn).add(self, self.token, sent + self.ttl_ms / 3000)
-                return self
+                return read[0]
             budget = wait_budget(deadline, time.monotonic(), reply.remaining_ms, self._conn.timeout)
             if deadline is not None and budget <= 0:
                 raise LockTimeout(
@@ -244,6 +262,20 @@ class Lease(WithGuard):
         args = LockAcquireArgs(self.token, self.ttl_ms).argv()
         replicas = self._conn.replicas(None)
         return self._conn.script(_ACQUIRE, self._keys, args, self._budget, replicas)
+
+    def _try_reading(
+        self, reads: Sequence[tuple[Any, ...]], read: list[list[Any] | None]
+    ) -> LockAcquireReply:
+        """A first try that sends ``reads`` with the acquire (their replies go to
+        ``read[0]`` if it took the lease), or alone when the pair could not be sent as
+        one: nothing is known of it then, and the same token is safe to send again."""
+        args = LockAcquireArgs(self.token, self.ttl_ms).argv()
+        both = self._conn.script_reading(_ACQUIRE, self._keys, args, reads)
+        if both is None:
+            return self._try_acquire()
+        if both[0].acquired:
+            read[0] = both[1]
+        return both[0]
 
     def _undo_acquire(self, reply: LockAcquireReply) -> None:
         if reply.acquired:  # acquired for a caller that was cancelled meanwhile

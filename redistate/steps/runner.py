@@ -186,10 +186,11 @@ class TaskRun(WithGuard):
         return self._store.checkpoints.steps(self.task_id)
 
     def __enter__(self) -> TaskRun:
-        self.lease.acquire()
+        # The reads go with the acquire: one round trip when the lease is free.
+        checkpoints = self._store.checkpoints
+        read = self.lease._acquire(checkpoints._entry_reads(self.task_id))
         try:
-            restored = self._store.checkpoints.restore(self.task_id)
-            self._steps = self._store.checkpoints._steps(self.task_id)
+            restored, self._steps = checkpoints._entered(self.task_id, read)
         except BaseException:
             self.lease.release()
             raise

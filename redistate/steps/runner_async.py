@@ -185,10 +185,11 @@ class AsyncTaskRun(AsyncWithGuard):
         return await self._store.checkpoints.steps(self.task_id)
 
     async def __aenter__(self) -> AsyncTaskRun:
-        await self.lease.acquire()
+        # The reads go with the acquire: one round trip when the lease is free.
+        checkpoints = self._store.checkpoints
+        read = await self.lease._acquire(checkpoints._entry_reads(self.task_id))
         try:
-            restored = await self._store.checkpoints.restore(self.task_id)
-            self._steps = await self._store.checkpoints._steps(self.task_id)
+            restored, self._steps = await checkpoints._entered(self.task_id, read)
         except BaseException:
             await self.lease.release()
             raise

@@ -7,6 +7,7 @@ import pytest
 
 from redistate import Store, LockLost, LockTimeout
 from tests.conftest import Backend
+from tests.roundtrips import server_reads
 
 
 def test_a_first_run_starts_empty_and_a_second_resumes(store: Store) -> None:
@@ -82,3 +83,63 @@ def test_a_failure_after_losing_the_lease_does_not_overwrite_the_successor(
             raise ValueError("boom")  # the failed-checkpoint save is refused, quietly
     latest = store.checkpoints.latest("t1")
     assert latest is not None and latest.state == {"successor": True}
+
+
+def test_entering_a_task_is_one_round_trip(
+    server_store: Store, server_backend: Backend
+) -> None:
+    """The lease's acquire and every read of the restore go in one request when the
+    lease is free: state, checkpoint and step records as a separate read gives them."""
+    store = server_store
+    with store.task("warm"):  # first contact made, the scripts loaded
+        pass
+    with store.task("t1") as run:
+        run.save({"n": 1}, phase="one")
+        run.log({"m": 2})
+        assert run.step("tool", lambda: [3]) == [3]
+    raw = server_backend.raw()
+    try:
+        before = server_reads(raw)
+        with store.task("t1") as again:
+            reads = server_reads(raw) - before - 1  # minus the second INFO
+            assert again.resumed is True
+            assert again.state == {"n": 1, "m": 2}
+            assert again.checkpoint is not None and again.checkpoint.phase == "one"
+            assert again.step("tool", lambda: pytest.fail("called again")) == [3]
+            assert again.fence is not None and run.fence is not None
+            assert again.fence > run.fence
+    finally:
+        raw.close()
+    assert reads == 1
+
+
+def test_a_task_entered_after_waiting_restores_what_the_holder_left(
+    store: Store,
+) -> None:
+    """The first try finds the lease held, so its reads are not used: what the holder
+    saved before its lease ran out is read once the lease is taken."""
+    holder = store.lock("t1", ttl=0.3, renew=False)
+    holder.acquire()
+    store.checkpoints.save("t1", {"by": "holder"}, lease=holder)
+    with store.task("t1", wait=30) as run:
+        assert run.state == {"by": "holder"} and run.resumed is True
+        assert run.fence is not None and holder.fence is not None
+        assert run.fence > holder.fence
+        run.save({"by": "run"})
+    with pytest.raises(LockLost):
+        store.checkpoints.save("t1", {"by": "late"}, lease=holder)
+    restored = store.checkpoints.restore("t1")
+    assert restored is not None and restored.state == {"by": "run"}
+
+
+def test_a_task_entered_past_a_damaged_checkpoint_falls_back(
+    store: Store, backend: Backend
+) -> None:
+    good = store.checkpoints.save("t1", {"step": 1})
+    bad = store.checkpoints.save("t1", {"step": 2})
+    raw = backend.raw()
+    key = store.keys.task("t1")
+    raw.lset(key, 0, raw.lindex(key, 0)[:-2] + b"9}")  # the digest no longer matches
+    with store.task("t1") as run:
+        assert run.state == {"step": 1} and run.checkpoint == good
+        assert run.skipped == (bad.id,) and run.resumed is True
