@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -259,3 +260,44 @@ def test_batches_benchmark_runs_and_keeps_a_batch_to_one_round_trip() -> None:
     done = bench("batches.py", "--quick")
     for op in ("1 put", "10 mixed writes, batched", "100 puts, one by one"):
         assert f"\n{op} " in done.stdout
+
+
+def test_server_instructions_benchmark_counts_each_script_inside_fcall(tmp_path: Path) -> None:
+    """Counted by callgrind, not timed: each operation is one FCALL (two for a lease
+    pair), costs more than a function that only returns, and less without the ACL
+    check it runs on every call."""
+    out = tmp_path / "ir.json"
+    done = bench("server_instructions.py", "--calls", "20", "--json", str(out), timeout=600)
+    assert "instructions per operation inside FCALL" in done.stdout
+    for server, result in json.loads(out.read_text()).items():
+        rows = {r["op"]: r for r in result["rows"]}
+        bare = rows.pop("a function that only returns")["instructions"]
+        assert set(rows) == {
+            "put 1 KB",
+            "merge 1 field, returning=False",
+            "checkpoints.save 1 KB",
+            "events.append",
+            "lease pair, renew=False",
+        }, server
+        for op, row in rows.items():
+            fcalls = 2 if op.startswith("lease pair") else 1
+            # A brief merge folds its patches back by chance: a few calls are two.
+            assert fcalls <= row["fcalls_per_op"] < fcalls + 0.5, (server, op)
+            assert row["instructions"] > 3 * bare, (server, op)
+            assert row["without_acl_check"] < row["instructions"], (server, op)
+    # --check: this run against the committed reference passes; against one that makes
+    # put half as dear, it fails naming put.
+    spec = importlib.util.spec_from_file_location(
+        "server_instructions", ROOT / "benchmarks" / "server_instructions.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = json.loads(out.read_text())
+    reference = json.loads((ROOT / "benchmarks" / "server_instructions.json").read_text())
+    assert module.check(run, reference) == []
+    for row in reference["Redis 7"]["rows"]:
+        if row["op"] == "put 1 KB":
+            row["instructions"] /= 2
+    failures = module.check(run, reference)
+    assert len(failures) == 1 and failures[0].startswith("Redis 7 put 1 KB:"), failures

