@@ -54,6 +54,34 @@ _DENIED: Final = re.compile(
 )
 _DENIED_COMMAND: Final = re.compile(r"permissions to run the '([^']+)' command")
 _PIPELINE_COMMAND: Final = re.compile(r"^Command # \d+ \((\S+)")
+# Redis 7.0 names the line of a call it refused inside a script, not its command.
+_SCRIPT_LINE: Final = re.compile(r"script: (\w+), on @user_(function|script):(\d+)")
+_LUA_CALL: Final = re.compile(r"redis\.p?call\(\s*['\"](\w+)['\"]")
+
+
+def _script_command(text: str) -> str | None:
+    """The command on the line of redistate's script or library that a refusal inside
+    a script names (each line calls at most one: tests/unit/test_scripts.py), or None."""
+    found = _SCRIPT_LINE.search(text)
+    if found is None:
+        return None
+    from . import scripts  # the scripts module reads its Lua only when first asked
+
+    name, kind, line = found.group(1), found.group(2), int(found.group(3))
+    if kind == "function":
+        library, source = scripts.library()
+        if not name.startswith(library + "_"):
+            return None
+    else:
+        sources = {scripts.script(n).sha: scripts.script(n).source for n in scripts.names()}
+        if name not in sources:
+            return None
+        source = sources[name]
+    lines = source.split("\n")
+    if not 0 < line <= len(lines):
+        return None
+    called = {c.lower() for c in _LUA_CALL.findall(lines[line - 1].split("--")[0])}
+    return called.pop() if len(called) == 1 else None
 
 
 def _denied(exc: BaseException, address: str, command: str) -> PermissionDenied | None:
@@ -78,7 +106,8 @@ def _denied(exc: BaseException, address: str, command: str) -> PermissionDenied 
     elif queued:
         command = queued.group(1).lower()
     elif "script" in text:
-        command = "?"  # a call inside a script, unnamed by Redis 7.0 and unchecked before
+        # A call inside a script: Redis 7.0 names its line (Valkey names the command).
+        command = _script_command(text) or "?"
     message = text.rpartition("of pipeline caused error: ")[2].rstrip(".")
     command = command or "?"
     return PermissionDenied(

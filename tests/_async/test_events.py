@@ -18,9 +18,11 @@ from redistate import (
     IntegrityError,
     InvalidId,
     LockLost,
+    RedistateError,
     StateTooLarge,
 )
 from redistate.core._io import async_join, async_spawn
+from redistate.core.scripts import script
 from redistate.events.spec import digest_of
 from tests.conftest import Backend
 from tests.roundtrips import server_reads
@@ -477,3 +479,47 @@ async def test_a_rewrite_gives_way_to_an_append_made_meanwhile(
         assert len(entries(backend, key)) == 6  # the original five and the append
     finally:
         raw.close()
+
+
+HEX = "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("link", "ok"),
+    [
+        (HEX, True),
+        ("k" * 32 + ":" + HEX, True),  # a seal: key id, HMAC
+        ("k-1_A:" + HEX, True),
+        (HEX[:63], False),
+        (HEX + "0", False),
+        (HEX.upper(), False),
+        (HEX[:63] + "g", False),
+        ("k" * 33 + ":" + HEX, False),  # key id too long
+        (":" + HEX, False),  # no key id
+        ("k.1:" + HEX, False),
+        ("k:" + HEX + ":", False),
+        ("k:" + HEX[:63], False),
+        ("k:k:" + HEX, False),
+    ],
+)
+async def test_event_append_checks_each_chain_link_whole(
+    store: AsyncStore, backend: Backend, link: str, ok: bool
+) -> None:
+    """A digest is 64 lowercase hex digits, a seal a 1-32 character key id, ":" and
+    one; anything else is refused before anything is written."""
+    key = store.keys.events("t1")
+    keys = (key, store.keys.events_anchor("t1"), store.keys.lock("t1"), store.keys.writes(key))
+    args = ("", 1, "note", 1, 1, b"{}", link, "", "w1", 0)
+    if ok:
+        reply = await store.events._conn.script(script("event_append"), keys, args)
+        assert int(reply[0]) == 1 and backend.raw().xlen(key) == 1
+        again = (link, 2, "note", 1, 1, b"{}", HEX, "", "w2", 0)  # the link as prev
+        assert int((await store.events._conn.script(script("event_append"), keys, again))[0]) == 1
+    else:
+        with pytest.raises(RedistateError, match="RSARG"):
+            await store.events._conn.script(script("event_append"), keys, args)
+        with pytest.raises(RedistateError, match="RSARG"):
+            await store.events._conn.script(
+                script("event_append"), keys, (link, 1, "note", 1, 1, b"{}", HEX, "", "w1", 0)
+            )
+        assert backend.raw().exists(key) == 0

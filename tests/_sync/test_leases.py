@@ -111,6 +111,20 @@ def test_a_resent_acquire_reports_the_lease_held(store: Store) -> None:
     assert int(other[0]) == 0 and int(other[1]) > 0
 
 
+def test_the_wake_list_holds_one_token_however_often_the_lease_is_taken(
+    store: Store, backend: Backend
+) -> None:
+    """A release pushes one token onto an empty list (the acquire cleared it), so a
+    waiter arriving later is woken once, not once per release in the last minute."""
+    raw = backend.raw()
+    wake = store.keys.lock_wake("t")
+    for _ in range(5):
+        with store.lock("t", ttl=30, renew=False):
+            assert raw.llen(wake) == 0
+        assert raw.lrange(wake, 0, -1) == [b"1"]
+        assert 59_000 < raw.pttl(wake) <= 60_000
+
+
 def test_a_waiter_is_woken_by_the_release(store: Store) -> None:
     holder = store.lock("t", ttl=30, renew=False).acquire()
     held = holder.fence

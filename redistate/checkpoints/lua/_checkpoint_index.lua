@@ -21,7 +21,7 @@ local function rs_ck_id(entry)
 end
 
 local function rs_ck_head(p, n, dups, entry)
-  return string.format('%.0f,%.0f,%s,', p, n, dups) .. entry
+  return rs_int(p) .. ',' .. rs_int(n) .. ',' .. dups .. ',' .. entry
 end
 
 -- (P, length, dups) when the index matches the id list, else nil. A task with no id
@@ -57,7 +57,7 @@ local function rs_ck_rebuild(ids_key, index_key, entries)
     if id and not seen[id] then
       seen[id] = true
       fields[#fields + 1] = id
-      fields[#fields + 1] = string.format('%.0f', n - i + 1)
+      fields[#fields + 1] = rs_int(n - i + 1)
     end
   end
   fields[#fields + 1] = RS_CK_HEAD
@@ -110,7 +110,7 @@ local function rs_ck_pushed(ids_key, index_key, p_head, n, dups, id, entry, keep
       elseif dups == '0' then
         redis.call('HDEL', index_key, old_id)
       elseif redis.call('HGET', index_key, old_id)
-          == string.format('%.0f', top - (n + 1 - j)) then  -- popped from n, n - 1...
+          == rs_int(top - (n + 1 - j)) then  -- popped from n, n - 1...
         redis.call('HDEL', index_key, old_id)
       else
         clean = false
@@ -118,7 +118,7 @@ local function rs_ck_pushed(ids_key, index_key, p_head, n, dups, id, entry, keep
     end
   end
   local length = math.min(n + 1, keep)
-  redis.call('HSET', index_key, id, string.format('%.0f', top),
+  redis.call('HSET', index_key, id, rs_int(top),
     RS_CK_HEAD, rs_ck_head(top, length, dups, entry))
   if not clean and redis.call('HLEN', index_key) > length + 1 then
     redis.call('DEL', index_key)

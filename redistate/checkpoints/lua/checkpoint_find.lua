@@ -6,6 +6,7 @@ ARGV[1]  the checkpoint id
 returns  {{entry}, {blob}} if the history holds it, else {{}, {}}
 O(1) in the history's length while the index matches the id list; else the list is
 scanned once and the index rebuilt (a write: the only one this lookup makes).
+unchecked llen
 ]]
 local at, entry = rs_ck_find(KEYS[2], KEYS[3], ARGV[1])
 if at then return {{entry}, {redis.call('LINDEX', KEYS[1], at)}} end

@@ -29,6 +29,7 @@ errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds t
          RSFULL if the log holds ARGV[3] deltas already (save a checkpoint to compact
          it). All before any write.
 Every key of a task always carries the same expiry: the log never outlives its task.
+unchecked get lindex llen rpush time zscore
 ]]
 local id, limit, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
 local memory_ms, resend, ack = rs_memory(ARGV[7])
@@ -57,14 +58,18 @@ local snapshot = ''
 if head then snapshot = string.match(head, '^%d+,%d+,%d+,([%w_-]+),') or '' end
 if sealed_for ~= '' and string.sub(sealed_for, 2) ~= snapshot then return {2, snapshot} end
 local now_us = rs_now_us()
-redis.call('RPUSH', KEYS[3], string.format('D1,%s,%s,%013.0f\n',
-  id, snapshot, math.floor(now_us / 1000)) .. ARGV[2])
+redis.call('RPUSH', KEYS[3], 'D1,' .. id .. ',' .. snapshot .. ','
+  .. rs_pad(math.floor(now_us / 1000), 13) .. '\n' .. ARGV[2])
 if ARGV[5] == '1' then
   local current = redis.call('PTTL', KEYS[1])
   if current > 0 then ttl_ms = current elseif current == -1 then ttl_ms = 0 end
 end
 for _, i in ipairs({1, 2, 3, 6, 7}) do
-  if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
+  if ttl_ms > 0 then
+    redis.call('PEXPIRE', KEYS[i], ttl_ms)
+  else
+    redis.call('PERSIST', KEYS[i])
+  end
 end
 if memory_ms > 0 then
   rs_forget(KEYS[5], ack)

@@ -10,6 +10,7 @@ ARGV     then triples: a prefix naming one checkpoint ("K1,<digest or seal>"), i
 returns  {replaced, held}: held = left because older deltas follow them; a checkpoint
          saved over, trimmed or deleted since it was read is simply not found
 errors   RSARG on malformed arguments. Before any write.
+unchecked lrange
 ]]
 local target = tonumber(ARGV[1])
 if not string.match(ARGV[1], '^%d+$') or (#ARGV - 1) % 3 ~= 0 then

@@ -7,6 +7,7 @@ returns  how many elements were replaced; an element saved, trimmed or deleted s
          was read is simply not found (saves push at the head, so positions move: they
          are looked up here, in one step)
 errors   RSARG on an odd number of arguments or an empty prefix. Before any write.
+unchecked lrange
 ]]
 if #ARGV % 2 ~= 0 then
   return redis.error_reply('RSARG malformed arguments to checkpoint_recode')

@@ -33,6 +33,7 @@ order, so the newest readable one is the first from the head: a save costs O(1) 
 history's length. A caller-chosen id or a resend is looked up in the index (O(1)); only
 an index that does not match the list (written before it existed, imported by older
 code, torn) costs one scan, which rebuilds it.
+unchecked zscore
 ]]
 local id, keep, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
 local memory_ms, resend, ack = rs_memory(ARGV[7])
@@ -64,9 +65,10 @@ if lost then return lost end
 
 -- A damaged entry is skipped (restore skips its checkpoint too), never fatal: the
 -- next saves go on and the trim drops it in time.
-local seq, parent, at, head = 0, '', 0, nil
+-- The head entry alone first (it is sound but in a damaged list), then 16 at a time.
+local seq, parent, at, size, head = 0, '', 0, 1, nil
 repeat
-  local batch = redis.call('LRANGE', KEYS[2], at, at + 15)
+  local batch = redis.call('LRANGE', KEYS[2], rs_int(at), rs_int(at + size - 1))
   if at == 0 then head = batch[1] end  -- the id list's head, for the index's check
   for _, entry in ipairs(batch) do
     local s, eid = string.match(entry, '^(%d+),%d+,%d+,([%w_-]+),[%w_-]*$')
@@ -75,8 +77,8 @@ repeat
       break
     end
   end
-  at = at + 16
-until seq > 0 or #batch < 16
+  at, size = at + size, 16
+until seq > 0 or #batch < (at == 1 and 1 or 16)
 
 -- A torn task: one of the two lists was evicted (or lost) and the other kept. Pairs
 -- are pushed and trimmed together at the head, so the first min(lengths) are sound
@@ -86,7 +88,11 @@ local n_blobs, n_ids = redis.call('LLEN', KEYS[1]), redis.call('LLEN', KEYS[2])
 if n_blobs ~= n_ids then
   local sound = math.min(n_blobs, n_ids)
   for _, i in ipairs({1, 2}) do
-    if sound == 0 then redis.call('DEL', KEYS[i]) else redis.call('LTRIM', KEYS[i], 0, sound - 1) end
+    if sound == 0 then
+      redis.call('DEL', KEYS[i])
+    else
+      redis.call('LTRIM', KEYS[i], 0, sound - 1)
+    end
   end
   n_ids = sound  -- the head stays: only the tail was cut
 end
@@ -97,19 +103,24 @@ end
 local p_head, n, dups = rs_ck_valid(KEYS[2], KEYS[7], n_ids, head)
 
 local now_us = rs_now_us()
-local entry = string.format('%016.0f,%013.0f,%s,%s,%s',
-  seq + 1, math.floor(now_us / 1000), ARGV[5], id, parent)
+local entry = rs_pad(seq + 1, 16) .. ',' .. rs_pad(math.floor(now_us / 1000), 13) .. ','
+  .. ARGV[5] .. ',' .. id .. ',' .. parent
 redis.call('LPUSH', KEYS[1], ARGV[2])
 redis.call('LPUSH', KEYS[2], entry)
-redis.call('LTRIM', KEYS[1], 0, keep - 1)
+local last = rs_int(keep - 1)
+redis.call('LTRIM', KEYS[1], '0', last)
 if p_head then  -- trims the id list too
   rs_ck_pushed(KEYS[2], KEYS[7], p_head, n, dups, id, entry, keep)
 else
-  redis.call('LTRIM', KEYS[2], 0, keep - 1)
+  redis.call('LTRIM', KEYS[2], '0', last)
 end
 redis.call('DEL', KEYS[3])
 for _, i in ipairs({1, 2, 6, 7}) do
-  if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl_ms) else redis.call('PERSIST', KEYS[i]) end
+  if ttl_ms > 0 then
+    redis.call('PEXPIRE', KEYS[i], ARGV[4])
+  else
+    redis.call('PERSIST', KEYS[i])
+  end
 end
 if memory_ms > 0 then
   rs_forget(KEYS[5], ack)

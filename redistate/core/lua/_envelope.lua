@@ -9,27 +9,41 @@ them in place with SETRANGE: scripts never parse, concatenate or re-encode the p
 (and never run it through cjson, which would corrupt user JSON).
 Must accept exactly what redistate/envelope.py accepts.
 ]]
-local RS_VERSION_AT = 3   -- 0-based offsets for SETRANGE
-local RS_EXPIRES_AT = 20
+-- 0-based offsets for SETRANGE, as strings: redis.call formats a Lua number with %.17g
+-- (multi-precision printf on glibc) on every call.
+local RS_VERSION_AT = '3'
+local RS_EXPIRES_AT = '20'
 local RS_MAX_TTL_MS = 3153600000000  -- 100 years; keeps expiry stamps at 13 digits
 
 local RS_MAX_VERSION = 9007199254740991  -- 2^53 - 1: exact in Lua's doubles
 local RS_UNWRITTEN = 'R1,0000000000000000,0000000000000,0000000000000,'
 
+-- Integers are formatted with %d where the C long holds 2^53 - 1 (every 64-bit build),
+-- else with %.0f, which glibc runs through multi-precision arithmetic: several times
+-- the cost, on every write. Decided on first use (a library's loading code may not
+-- call string.*): once per library load as a function, once per call by EVALSHA.
+local RS_INT, RS_D16, RS_D13, RS_FIELDS
+local function rs_formats()
+  local d = string.format('%d', RS_MAX_VERSION) == '9007199254740991'
+  RS_INT = d and '%d' or '%.0f'
+  RS_D16 = d and '%016d' or '%016.0f'  -- zero-padded to 16 digits
+  RS_D13 = d and '%013d' or '%013.0f'
+  RS_FIELDS = RS_D16 .. ',' .. RS_D13 .. ',' .. RS_D13
+end
+
 -- A header tail "<schema:1-9 digits>,<write_id:1-32 [A-Za-z0-9_-]>\n", checked whole.
 local function rs_tail_ok(tail)
-  if not string.match(tail, '^%d+,[%w_-]+\n$') then return false end
-  local comma = string.find(tail, ',', 1, true)
-  return comma <= 10 and #tail - comma - 1 <= 32
+  local schema, wid = string.match(tail, '^(%d+),([%w_-]+)\n$')
+  return schema ~= nil and #schema <= 9 and #wid <= 32
 end
 
 -- Parse a stored header: version, expires_ms, updated_ms, its tail (what identifies
 -- one write) and whether patches follow ("M1"), or nil. One cheap pattern, then length
 -- checks: this runs on every write.
 local function rs_parse(head)
-  local kind, ver, exp, upd, tail =
-    string.match(head, '^([RM])1,(%d+),(%d+),(%d+),(%d+,[%w_-]+\n)')
-  if not ver or #ver ~= 16 or #exp ~= 13 or #upd ~= 13 or not rs_tail_ok(tail) then
+  local kind, ver, exp, upd, tail, schema, wid =
+    string.match(head, '^([RM])1,(%d+),(%d+),(%d+),((%d+),([%w_-]+)\n)')
+  if not ver or #ver ~= 16 or #exp ~= 13 or #upd ~= 13 or #schema > 9 or #wid > 32 then
     return nil
   end
   local version = tonumber(ver)
@@ -42,7 +56,7 @@ end
 -- nil if absent; false if the key holds something that is not a record (WRONGTYPE is
 -- raised by GETRANGE itself).
 local function rs_head(key)
-  local head = redis.call('GETRANGE', key, 0, 95)
+  local head = redis.call('GETRANGE', key, '0', '95')
   if head == '' then
     if redis.call('EXISTS', key) == 1 then return false end
     return nil
@@ -56,9 +70,11 @@ local function rs_foreign(key)
   return redis.error_reply('RSINTEGRITY value at ' .. key .. ' is not a redistate record')
 end
 
--- A TTL argument: digits only, at most 100 years; nil if malformed.
+-- A TTL argument: digits only, no leading zero, at most 100 years; nil if malformed.
+-- Canonical, so that a script may pass the argument itself to PX or PEXPIRE (Redis
+-- refuses a leading zero) instead of a number it would format on every call.
 local function rs_ttl(arg)
-  if not string.match(arg, '^%d+$') then return nil end
+  if arg ~= '0' and not string.match(arg, '^[1-9]%d*$') then return nil end
   local ttl = tonumber(arg)
   if ttl > RS_MAX_TTL_MS then return nil end
   return ttl
@@ -78,14 +94,29 @@ local function rs_guard(lock_key, lease)
   return nil
 end
 
--- The write id inside a header tail "<schema>,<write_id>\n".
+-- The write id inside a header tail "<schema>,<write_id>\n" (checked by rs_tail_ok or
+-- rs_parse): plain find and sub, no pattern.
 local function rs_wid(tail)
-  return string.match(tail, ',([%w_-]+)\n$')
+  local comma = string.find(tail, ',', 1, true)
+  return comma and string.sub(tail, comma + 1, -2)
 end
 
 -- A number as Redis must get it: plain digits (Lua would print 1.7e+15, losing digits).
 local function rs_int(n)
-  return string.format('%.0f', n)
+  if not RS_INT then rs_formats() end
+  return string.format(RS_INT, n)
+end
+
+-- An integer zero-padded to 16 or 13 digits (versions, sequence numbers; ms stamps).
+local function rs_pad(n, width)
+  if not RS_INT then rs_formats() end
+  return string.format(width == 16 and RS_D16 or RS_D13, n)
+end
+
+-- A record header's fixed-width fields "<version:16>,<expires_ms:13>,<updated_ms:13>".
+local function rs_fields(version, expires_ms, updated_ms)
+  if not RS_INT then rs_formats() end
+  return string.format(RS_FIELDS, version, expires_ms, updated_ms)
 end
 
 -- Remember, for memory_ms, that operation `id` is done with result `score` (a record's
@@ -102,7 +133,7 @@ local function rs_remember(key, id, score, now_us, memory_ms, first)
   else
     redis.call('ZADD', key, rs_int(score), id)
   end
-  redis.call('PEXPIRE', key, memory_ms)
+  redis.call('PEXPIRE', key, rs_int(memory_ms))
   if now_us % 8 == 0 then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. rs_int(now_us - memory_ms * 1000))
   end

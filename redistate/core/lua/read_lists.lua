@@ -5,6 +5,7 @@ KEYS     the lists
 ARGV     for each key, its start and stop index: ARGV[2i-1], ARGV[2i]
 returns  one LRANGE reply per key, in order
 errors   RSARG on malformed arguments.
+unchecked lrange
 ]]
 if #ARGV ~= 2 * #KEYS then
   return redis.error_reply('RSARG malformed arguments to read_lists')

@@ -26,19 +26,13 @@ returns  {1, id}: appended, `id` the stream id (server time);
          newest 64 events
 errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the lock,
          RSINTEGRITY if the newest event has no position or digest. All before any write.
+unchecked get hmget xadd xrevrange zscore
 ]]
-local HEX64 = string.rep('[0-9a-f]', 64)
--- A chain link: a SHA-256 hex digest, or a seal "<key id>:<HMAC hex>" (signing keys).
-local function digest_ok(s)
-  if string.match(s, '^' .. HEX64 .. '$') then return true end
-  local kid = string.match(s, '^([%w_-]+):' .. HEX64 .. '$')
-  return kid ~= nil and #kid <= 32
-end
 local memory_ms, resend, ack = rs_memory(ARGV[10])
-if (ARGV[1] ~= '' and not digest_ok(ARGV[1]))
+if (ARGV[1] ~= '' and not rs_link_ok(ARGV[1]))
     or not string.match(ARGV[2], '^[1-9]%d*$') or not string.match(ARGV[3], '^[%w_.:-]+$')
     or #ARGV[3] > 64 or not string.match(ARGV[4], '^%d+$') or not string.match(ARGV[5], '^%d+$')
-    or not digest_ok(ARGV[7]) or not string.match(ARGV[9], '^[%w_-]+$')
+    or not rs_link_ok(ARGV[7]) or not string.match(ARGV[9], '^[%w_-]+$')
     or #ARGV[9] > 32 or not memory_ms then
   return redis.error_reply('RSARG malformed arguments to event_append')
 end
@@ -52,7 +46,7 @@ local function field(fields, name)
 end
 
 if memory_ms > 0 and resend and redis.call('ZSCORE', KEYS[4], ARGV[9]) then
-  for _, entry in ipairs(redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 64)) do
+  for _, entry in ipairs(redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', '64')) do
     if field(entry[2], 'd') == ARGV[7] then return {2, entry[1]} end
   end
   return {2, ''}
@@ -61,7 +55,7 @@ local lost = rs_guard(KEYS[3], ARGV[8])
 if lost then return lost end
 
 local end_digest, end_seq
-local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', '1')[1]
 if last then
   end_digest, end_seq = field(last[2], 'd'), tonumber(field(last[2], 'n') or '')
   if not end_digest or not end_seq then

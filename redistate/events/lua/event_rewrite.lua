@@ -17,6 +17,8 @@ swap:    ARGV[2] the stream id of the last event read, ARGV[3] its digest, ARGV[
          returns 1: swapped (also when a resent swap finds it done); 0: the stream
          changed meanwhile (an append or a trim): nothing replaced, staging deleted
 errors   RSARG on malformed arguments. Before any write.
+acl      every command checked: the pages added first must be refused what the swap
+         needs, or a denied swap leaves them staged (one operation, many calls)
 ]]
 local function field(fields, name)
   for i = 1, #fields, 2 do
@@ -76,7 +78,11 @@ if not newest or newest[1] ~= ARGV[2] or field(newest[2], 'd') ~= ARGV[3]
 end
 local pttl = redis.call('PTTL', KEYS[1])
 redis.call('RENAME', KEYS[2], KEYS[1])
-if pttl > 0 then redis.call('PEXPIRE', KEYS[1], pttl) else redis.call('PERSIST', KEYS[1]) end
+if pttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], pttl)
+else
+  redis.call('PERSIST', KEYS[1])
+end
 if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[3], 'state', ARGV[6], 'state_digest', ARGV[7])
 end

@@ -14,17 +14,11 @@ flags    allow-oom
 returns  the number of events removed (0 if that event is no longer there with that
          digest: trimmed meanwhile, or the stream was rebuilt)
 errors   RSARG on malformed arguments. Before any write.
+unchecked xrange xtrim
 ]]
-local HEX64 = string.rep('[0-9a-f]', 64)
--- A SHA-256 hex digest, or a seal "<key id>:<HMAC hex>" (signing keys).
-local function digest_ok(s)
-  if string.match(s, '^' .. HEX64 .. '$') then return true end
-  local kid = string.match(s, '^([%w_-]+):' .. HEX64 .. '$')
-  return kid ~= nil and #kid <= 32
-end
 local id_ms, id_seq = string.match(ARGV[1], '^(%d+)-(%d+)$')
-if not id_ms or not digest_ok(ARGV[2]) or not string.match(ARGV[3], '^[1-9]%d*$')
-    or not digest_ok(ARGV[5]) then
+if not id_ms or not rs_link_ok(ARGV[2]) or not string.match(ARGV[3], '^[1-9]%d*$')
+    or not rs_link_ok(ARGV[5]) then
   return redis.error_reply('RSARG malformed arguments to event_trim')
 end
 local found = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])[1]

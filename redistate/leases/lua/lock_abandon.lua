@@ -5,6 +5,7 @@ KEYS[2]  wake-up list
 ARGV[1]  the token of the abandoned acquire
 flags    allow-oom
 returns  1: it held the lock and released it; 0: it did not hold it
+unchecked get
 ]]
 local current = redis.call('GET', KEYS[1])
 if not current or string.sub(current, 1, #ARGV[1] + 1) ~= ARGV[1] .. ',' then return 0 end

@@ -17,6 +17,7 @@ The fence is max(last fence + 1, server TIME in µs): it grows across restarts w
 persistence, RDB restores and failovers (which lose the fence key) as long as the
 servers' clocks do not step back by more than the time those took. Written with
 rs_int, never as a Lua number (which Redis would store as "1e+15").
+unchecked get pttl time
 ]]
 local token, ttl_ms = ARGV[1], rs_ttl(ARGV[2])
 if not string.match(token, '^%x+$') or #token ~= 32 or not ttl_ms or ttl_ms == 0 then
@@ -35,7 +36,7 @@ if not string.match(last, '^%d+$') or #last > 16 or tonumber(last) >= RS_MAX_VER
 end
 local fence = math.max(tonumber(last) + 1, rs_now_us())
 local text = rs_int(fence)
-redis.call('SET', KEYS[1], token .. ',' .. text, 'PX', ttl_ms)
-redis.call('SET', KEYS[2], text, 'PX', ttl_ms)
+redis.call('SET', KEYS[1], token .. ',' .. text, 'PX', ARGV[2])
+redis.call('SET', KEYS[2], text, 'PX', ARGV[2])
 redis.call('DEL', KEYS[3])
 return {1, fence, ttl_ms}

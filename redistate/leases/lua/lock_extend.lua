@@ -6,6 +6,7 @@ ARGV[2]  new ttl in ms, from now
 flags    allow-oom
 returns  1: extended; 0: not held any more (expired or taken over): nothing changed
 errors   RSARG on malformed arguments.
+unchecked get
 ]]
 local ttl_ms = rs_ttl(ARGV[2])
 if not ttl_ms or ttl_ms == 0 then

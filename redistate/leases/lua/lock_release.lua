@@ -13,6 +13,7 @@ flags    allow-oom
 returns  1: released (now or by an earlier send of this release); 0: the lease was not
          held any more (expired or taken over): nothing was deleted
 errors   RSARG on malformed arguments.
+unchecked del get zscore
 ]]
 local memory_ms, _, ack = rs_memory(ARGV[2])
 if not memory_ms then return redis.error_reply('RSARG malformed arguments to lock_release') end
@@ -24,10 +25,11 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
--- One wake-up token (a lock has one next owner); it expires so it never lingers.
-redis.call('DEL', KEYS[2])
+-- One wake-up token (a lock has one next owner); it expires so it never lingers. The
+-- list is empty here: the acquire that took this lease cleared it, and only a holder
+-- pushes (a token left by some other way wakes one waiter early, who waits again).
 redis.call('RPUSH', KEYS[2], '1')
-redis.call('PEXPIRE', KEYS[2], 60000)
+redis.call('PEXPIRE', KEYS[2], '60000')
 if memory_ms > 0 then
   local now_us = rs_now_us()
   rs_forget(KEYS[3], ack)

@@ -20,6 +20,7 @@ tail, so an unchanged tail and a length of at least ARGV[2] mean the first ARGV[
 bytes are still the ones read; a plain record must have exactly that length. A touch in
 between is kept: the header's fields are taken from the record as it is now.
 Unguarded: it changes no data, so a stale owner's call is harmless.
+unchecked exists getrange set strlen
 ]]
 local folded = string.match(ARGV[2], '^%d+$') and tonumber(ARGV[2])
 local memory_ms, _, ack = rs_memory(ARGV[5])
@@ -31,7 +32,7 @@ if version == false then return rs_foreign(KEYS[1]) end
 if not version or tail ~= ARGV[1] then return 0 end
 local size = redis.call('STRLEN', KEYS[1])
 if size < folded or (not log and size ~= folded) then return 0 end
-local fields = string.format('%016.0f,%013.0f,%013.0f', version, exp, upd)
+local fields = rs_fields(version, exp, upd)
 local value
 if size == folded then
   value = 'R1,' .. fields .. ',' .. ARGV[4] .. ARGV[3]

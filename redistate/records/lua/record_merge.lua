@@ -34,6 +34,7 @@ write costs O(patch), not O(record) (the reply is the whole value: the caller fo
 record_compact folds the frames back.
 Every merge remembers its own id with its own version (only a merge that turns a plain
 record into a patched one leaves its id in the header); versions as in record_put.
+unchecked append exists getrange set strlen time zscore
 ]]
 local patch, tail = ARGV[1], ARGV[4]
 local ttl_ms = rs_ttl(ARGV[2])
@@ -79,7 +80,7 @@ if keep then
 elseif ttl_ms > 0 then
   expires_ms = now_ms + ttl_ms
 end
-local fields = string.format('%016.0f,%013.0f,%013.0f', new_version, expires_ms, now_ms)
+local fields = rs_fields(new_version, expires_ms, now_ms)
 
 local value
 if log then
@@ -91,7 +92,11 @@ if log then
   redis.call('APPEND', KEYS[1], patch)
   redis.call('SETRANGE', KEYS[1], RS_VERSION_AT, fields)
   if not keep then
-    if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[1], ttl_ms) else redis.call('PERSIST', KEYS[1]) end
+    if ttl_ms > 0 then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    else
+      redis.call('PERSIST', KEYS[1])
+    end
   end
   if brief == '' then value = redis.call('GET', KEYS[1]) end
 else
@@ -103,7 +108,7 @@ else
   if keep then
     redis.call('SET', KEYS[1], value, 'KEEPTTL')
   elseif ttl_ms > 0 then
-    redis.call('SET', KEYS[1], value, 'PX', ttl_ms)
+    redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
   else
     redis.call('SET', KEYS[1], value)
   end

@@ -31,6 +31,7 @@ held is reported as applied even if the lease has expired since.
 Versions are max(previous + 1, server time in µs): strictly increasing per key and,
 as long as the server clock does not step back, never repeated after delete and
 re-create, without keeping anything extra.
+unchecked exists get getrange set time zscore
 ]]
 local expected = ARGV[1]
 local ttl_ms = rs_ttl(ARGV[2])
@@ -77,13 +78,11 @@ if ARGV[5] == '1' and version > 0 then
   redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
 elseif ttl_ms > 0 then
   expires_ms = now_ms + ttl_ms
-  redis.call('SET', KEYS[1], ARGV[3], 'PX', ttl_ms)
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
 else
   redis.call('SET', KEYS[1], ARGV[3])
 end
--- %.0f, not %d: Lua 5.1's %d goes through a C long, 32 bits on some platforms.
--- Exact for these integers, all below 2^53.
-local fields = string.format('%016.0f,%013.0f,%013.0f', new_version, expires_ms, now_ms)
+local fields = rs_fields(new_version, expires_ms, now_ms)
 redis.call('SETRANGE', KEYS[1], RS_VERSION_AT, fields)
 if memory_ms > 0 and ack ~= '' then
   local replaced = version > 0 and rs_wid(current_tail)

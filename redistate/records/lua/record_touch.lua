@@ -11,6 +11,7 @@ returns  nil if the record does not exist, else {expires_ms, value or ""}; the v
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value,
          RSLOCKLOST if the lease no longer holds the lock.
 The version and write id are kept: a touch is not a write of the data.
+unchecked exists get getrange persist pexpire time
 ]]
 local ttl_ms = rs_ttl(ARGV[1])
 if not ttl_ms or (ARGV[2] ~= '0' and ARGV[2] ~= '1') then
@@ -36,5 +37,5 @@ if ttl_ms > 0 then
 else
   redis.call('PERSIST', KEYS[1])
 end
-redis.call('SETRANGE', KEYS[1], RS_EXPIRES_AT, string.format('%013.0f', expires_ms))
+redis.call('SETRANGE', KEYS[1], RS_EXPIRES_AT, rs_pad(expires_ms, 13))
 return {expires_ms, value}

@@ -14,6 +14,7 @@ returns  {1}: recorded (also for a resend: the same record is found, nothing cha
          {0, record}: the step already has a result, `record`; nothing written
 errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the
          lock (checked after the resend lookup). Both before any write.
+unchecked get hget hset
 ]]
 local ttl_ms = rs_ttl(ARGV[4])
 if ARGV[1] == '' or not ttl_ms or string.sub(ARGV[2], 1, 3) ~= 'S1,' then
@@ -32,5 +33,9 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local current = redis.call('PTTL', KEYS[2])
 if current == -2 then current = redis.call('PTTL', KEYS[4]) end
 if current > 0 then ttl_ms = current elseif current == -1 then ttl_ms = 0 end
-if ttl_ms > 0 then redis.call('PEXPIRE', KEYS[1], ttl_ms) else redis.call('PERSIST', KEYS[1]) end
+if ttl_ms > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl_ms)
+else
+  redis.call('PERSIST', KEYS[1])
+end
 return {1}

@@ -14,6 +14,7 @@ returns  {1, length}: appended; {2, length}: a resend of an add already made, no
          appended. `length`: the list's length afterwards
 errors   RSARG on malformed arguments; WRONGTYPE if the key holds something else than a
          list. Both before any write.
+unchecked zscore
 ]]
 local ttl_ms = rs_ttl(ARGV[1])
 local memory_ms, resend, ack = rs_memory(ARGV[3])

@@ -10,6 +10,7 @@ flags    allow-oom
 returns  1: deleted the list; 0: there was none; 2: a resend of a clear already made,
          nothing deleted
 errors   RSARG on malformed arguments, before any write.
+unchecked del zscore
 ]]
 local memory_ms, resend, ack = rs_memory(ARGV[1])
 if not memory_ms or not string.match(ARGV[2], '^[%w_-]+$') or #ARGV[2] > 32 then

@@ -13,6 +13,7 @@ returns  {1, item}: removed `item`, as stored; {0}: the list was empty;
          {2, item} / {2}: a resend of a pop already made, with what it removed
 errors   RSARG on malformed arguments; WRONGTYPE if the key holds something else than a
          list. Both before any write.
+unchecked rpop zscore
 ]]
 local memory_ms, resend = rs_memory(ARGV[1])
 if not memory_ms or not string.match(ARGV[2], '^[%w_-]+$') or #ARGV[2] > 32 then

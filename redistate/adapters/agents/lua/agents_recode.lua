@@ -9,6 +9,7 @@ returns  how many items were replaced. Items are found by their bytes, not posit
          first element still holding its old bytes, at most once.
 errors   RSARG on an odd number of arguments; WRONGTYPE if the key holds something else
          than a list. Both before any write.
+unchecked lrange
 ]]
 if #ARGV % 2 ~= 0 then
   return redis.error_reply('RSARG malformed arguments to agents_recode')

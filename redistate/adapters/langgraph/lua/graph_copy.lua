@@ -7,6 +7,7 @@ ARGV[1]  "dump": returns {cp hash, blobs hash, writes hash} as flat field/value 
          dump; checkpoints the target does not have are added with their blobs and
          writes; returns how many were added
 errors   RSARG on malformed arguments. Before any write.
+unchecked hgetall
 ]]
 if ARGV[1] == 'dump' then
   return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[3]),

@@ -14,6 +14,7 @@ returns  how many old checkpoints the cap removed; a checkpoint already stored (
          resend whose reply was lost) is left as the first send left it: 0
 errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the
          lock. Both before any write.
+unchecked get hexists
 ]]
 local ttl_ms, keep, n = rs_ttl(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[8])
 if not string.find(ARGV[1], '\0', 1, true) or not ttl_ms

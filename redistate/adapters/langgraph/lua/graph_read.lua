@@ -7,6 +7,7 @@ ARGV[3]  the most checkpoints to return (1-1000)
 returns  one entry per checkpoint: {m, packed, blob fields, blob values (aligned, ""
          if gone), write fields, write values}
 errors   RSARG on malformed arguments.
+unchecked hget hmget zrangebylex zrevrangebylex
 ]]
 local count = tonumber(ARGV[3])
 if not string.match(ARGV[3], '^%d+$') or count < 1 or count > 1000 then

@@ -9,6 +9,7 @@ ARGV     then triples: the write's field suffix "<task_path>\0<task_id>\0<idx>",
 returns  how many writes were stored
 errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the
          lock. Both before any write.
+unchecked get
 ]]
 local ttl_ms = rs_ttl(ARGV[2])
 if not string.find(ARGV[1], '\0', 1, true) or not ttl_ms or (#ARGV - 3) % 3 ~= 0 then

@@ -10,6 +10,7 @@ returns  {1, 1}: written; {1, 0}: the same content is stored (nothing changed);
          {0, 0}: refused, a different thread is stored (unchanged)
 errors   RSARG on malformed arguments (a score that is not a number...), before any
          write.
+unchecked exists hgetall zrangebyscore
 ]]
 local ZSET = {[2] = true, [6] = true, [7] = true}
 local ttl_ms = rs_ttl(ARGV[1])
