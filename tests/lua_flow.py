@@ -61,8 +61,18 @@ class Flow:
 
     def statement(self, node: Any, s: State) -> State:
         if isinstance(node, (astnodes.LocalAssign, astnodes.Assign)):
-            return self.exprs([*node.values, *node.targets], s)
+            parts = [*node.targets, *node.values]
+            if len(node.values) == 1 and all(_plain(t) for t in node.targets):
+                return self.exprs(node.values, s)  # one value, nothing else to run
+            # Lua leaves the order of an assignment's parts undefined (a target's key
+            # runs before the values): if a part writes, every part runs again from
+            # there, as for any expression.
+            out = self.exprs(parts, s)
+            return self.exprs(parts, out) if out != s else out
         if isinstance(node, astnodes.LocalFunction):
+            if node.name.id in self.functions:
+                # One flat namespace: a name defined twice could hide a block's scope.
+                raise NotImplementedError(f"function {node.name.id} is defined twice")
             self.functions[node.name.id] = node
             return s
         if isinstance(node, (astnodes.Call, astnodes.Invoke)):
@@ -137,8 +147,12 @@ class Flow:
         if isinstance(node, (astnodes.AnonymousFunction, astnodes.Function, astnodes.Method)):
             raise NotImplementedError("a function value is not analysed: use local function")
         if isinstance(node, astnodes.Call):
-            s = self.exprs([node.func, *node.args], s)
+            direct = isinstance(node.func, astnodes.Name) and node.func.id in self.functions
+            s = self.exprs([*([] if direct else [node.func]), *node.args], s)
             return self.call(node, s)
+        if isinstance(node, astnodes.Name) and node.id in self.functions:
+            # Passed on (pcall(f), table.sort(t, f), g = f): where it runs is not known.
+            raise NotImplementedError(f"function {node.id} used as a value")
         children = _children(node)
         out = self.exprs(children, s)
         if out != s:
@@ -171,6 +185,17 @@ class Flow:
             self._active.discard(func.id)
             return join(out, *returned)
         return s
+
+
+def _plain(target: Any) -> bool:
+    """A target that runs nothing when assigned to: a name, or a field named by a
+    literal of a name (KEYS, t.x, t[1], t["k"])."""
+    if isinstance(target, astnodes.Name):
+        return True
+    if isinstance(target, astnodes.Index):
+        key_ok = isinstance(target.idx, (astnodes.Name, astnodes.Number, astnodes.String))
+        return key_ok and isinstance(target.value, astnodes.Name)
+    return False
 
 
 def _children(node: Any) -> list[Any]:

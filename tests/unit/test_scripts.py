@@ -352,3 +352,10 @@ def test_the_flow_analysis_follows_branches_loops_returns_and_functions() -> Non
     assert late("local v = redis.call('SET', 'a', 1) or redis.call('GET', 'a')") == {"get", "set"}
     with pytest.raises(NotImplementedError):
         late("local f = function() redis.call('DEL', 'a') end")
+    # A function passed on runs where the analysis cannot see: refused, not ignored.
+    with pytest.raises(NotImplementedError, match="as a value"):
+        late("local function f() redis.call('SET', 'a', 1) end\npcall(f)")
+    with pytest.raises(NotImplementedError, match="defined twice"):
+        late("do local function f() end end\nlocal function f() end")
+    # A target's key is evaluated before the value: either order counts.
+    assert late("t[redis.call('SET', 'a', 1)] = redis.call('GET', 'b')") == {"get", "set"}

@@ -15,7 +15,8 @@ errors   RSARG on malformed arguments (ids not ascending...), before any write.
 The last id is the last event's, or the anchor's when every event was trimmed: the
 stream is then created empty, its last id the anchor's, as a trim leaves it (appends
 continue after it).
-unchecked del exists hget xrevrange
+acl      every command checked: an import is many calls, one per item, and a
+         command refused to some items and not others would import half
 ]]
 local ttl_ms = rs_ttl(ARGV[1])
 local pairs_n = tonumber(ARGV[3])

@@ -11,7 +11,8 @@ errors   RSARG on a malformed argument or a fence more than the allowance past t
 Fences are max(last + 1, server TIME in µs), so an imported fence matters only until
 the clock passes it: the key expires the allowance after that (an imported key never
 lingers), with or without --force.
-unchecked get set time
+acl      every command checked: an import is many calls, one per item, and a
+         command refused to some items and not others would import half
 ]]
 local value, allowance = ARGV[1], ARGV[2]
 if not string.match(value, '^%d+$') or #value > 16 or tonumber(value) >= 9007199254740991

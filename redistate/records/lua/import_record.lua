@@ -11,7 +11,8 @@ An equal version is the same write, left as it is: an import is idempotent, and 
 older than a rotate-keys never puts old-key ciphertext back (--force does: rotate
 again after it). A record written by --force keeps its exported version; later writes
 still get versions above it (max(previous + 1, server time in µs)).
-unchecked exists getrange set
+acl      every command checked: an import is many calls, one per item, and a
+         command refused to some items and not others would import half
 ]]
 local value, ttl_ms = ARGV[1], rs_ttl(ARGV[2])
 local version = rs_parse(string.sub(value, 1, 96))

@@ -7,7 +7,8 @@ ARGV[3 ..]  the items, oldest first, stored as is (encoded by the store's codec)
 returns  {1, count}: written; {1, 0}: the same items are stored (nothing changed);
          {0, stored}: refused, other items are stored (`stored` of them; unchanged)
 errors   RSARG on malformed arguments, before any write.
-unchecked del lrange
+acl      every command checked: an import is many calls, one per item, and a
+         command refused to some items and not others would import half
 ]]
 local ttl_ms = rs_ttl(ARGV[1])
 if not ttl_ms or (ARGV[2] ~= '0' and ARGV[2] ~= '1') or #ARGV < 3 then

@@ -10,7 +10,8 @@ returns  {1, 1}: written; {1, 0}: the same content is stored (nothing changed);
          {0, 0}: refused, a different thread is stored (unchanged)
 errors   RSARG on malformed arguments (a score that is not a number...), before any
          write.
-unchecked exists hgetall zrangebyscore
+acl      every command checked: an import is many calls, one per item, and a
+         command refused to some items and not others would import half
 ]]
 local ZSET = {[2] = true, [6] = true, [7] = true}
 local ttl_ms = rs_ttl(ARGV[1])
