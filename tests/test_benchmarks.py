@@ -284,7 +284,13 @@ def test_server_instructions_benchmark_counts_each_script_inside_fcall(tmp_path:
             # A brief merge folds its patches back by chance: a few calls are two.
             assert fcalls <= row["fcalls_per_op"] < fcalls + 0.5, (server, op)
             assert row["instructions"] > 3 * bare, (server, op)
-            assert row["without_acl_check"] < row["instructions"], (server, op)
+        # The check's cost, told apart from the Lua collector's steps, which move one
+        # row by a few thousand instructions either way (the bare function's too, and
+        # events.append's 2-3% check was once outweighed): on put, and over all rows.
+        assert rows["put 1 KB"]["without_acl_check"] < 0.95 * rows["put 1 KB"]["instructions"]
+        assert sum(r["without_acl_check"] for r in rows.values()) < sum(
+            r["instructions"] for r in rows.values()
+        ), server
     # --check: this run against the committed reference passes; against one that makes
     # put half as dear, it fails naming put.
     spec = importlib.util.spec_from_file_location(
