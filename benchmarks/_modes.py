@@ -29,9 +29,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import statistics
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import _curves
@@ -40,11 +43,13 @@ import _merges
 import batches
 import costs
 import harness
+import server_instructions
 import server_time
 from _procs import Pool
 from harness import Column, Row, sync_block
 
 from redistate.records.mergelog import COMPACT_AT
+from tests.servers import redis_binary, valkey_binary
 
 if TYPE_CHECKING:
     from run import Env
@@ -266,6 +271,45 @@ def write_memory(env: Env) -> list[Row]:
     ]  # fmt: skip
 
 
+def server_work(env: Env) -> dict[str, Any]:
+    """Instructions per operation inside the script command on Redis 7 and Valkey 9,
+    now and on the code issue 21 measured (benchmarks/server_instructions.py
+    --against): counted, so the ratio does not depend on the day's machine, where exec
+    µs do (the issue's targets are µs on the day it measured)."""
+    if env.args.quick:
+        return {"note": "not counted with --quick (server_instructions.py --against does)"}
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return {"note": "not counted: valgrind (with callgrind_control) is not installed"}
+    commit = server_instructions.BEFORE_ISSUE_21
+    try:
+        code = server_instructions.earlier(commit, Path(tempfile.mkdtemp()))
+    except LookupError as exc:
+        return {"note": f"not counted: {exc}"}
+    servers = [("Redis 7", redis_binary())]
+    with contextlib.suppress(ImportError):
+        servers.append(("Valkey 9", valkey_binary()))
+    rows = []
+    for label, binary in servers:
+        calls = env.args.ir_calls
+        now = server_instructions.run(binary, server_instructions.VARIANTS[0], calls)
+        then = server_instructions.run(binary, server_instructions.VARIANTS[0], calls, code)
+        for op, row in now.items():
+            goal = server_instructions.TARGETS.get(op)
+            rows.append(
+                {
+                    "server": label,
+                    "op": op,
+                    "before": then[op]["instructions"],
+                    "now": row["instructions"],
+                    "ratio": row["instructions"] / then[op]["instructions"],
+                    "target": goal[0] / goal[1] if goal else None,
+                    "target_us": goal,
+                }
+            )
+    _measure.progress("counted the scripts' instructions, now and before issue 21")
+    return {"commit": commit, "calls": env.args.ir_calls, "rows": rows}
+
+
 def once(env: Env) -> dict[str, Any]:
     scale = 10 if env.args.quick else 1
     out = {
@@ -275,6 +319,7 @@ def once(env: Env) -> dict[str, Any]:
         "batch": batch(env),
     }
     _measure.progress("measured encoding, write memory, given ids, batch")
+    out["server_work"] = server_work(env)
     return out
 
 
@@ -361,6 +406,15 @@ def targets(part: dict[str, Any]) -> list[Row]:
                 what += ", returning=False"
             out.append(_target(what, name, f"{got}; {lost} lost", ok))
     o = part["once"]
+    for w in o["server_work"].get("rows", []):
+        if w["target"] is None:
+            continue
+        us, then = w["target_us"]
+        what = (
+            f"{w['op']}: server work ≤ {w['target']:.2f}x the code issue 21 measured "
+            f"({us} of {then} µs), in instructions"
+        )
+        out.append(_target(what, w["server"], f"{w['ratio']:.2f}x", w["ratio"] <= w["target"]))
     worst = max(o["encoding"], key=lambda r: r["ratio"])
     out.append(
         _target(
@@ -416,6 +470,10 @@ CONTENDED_COLS: list[Column] = [
     ("lost", "lost", ",d"), ("of", "calls", ",d"), ("final B", "bytes", ",.0f"),
     ("ops/s vs WATCH", "vs_watch", ".2f"),
 ]
+WORK_COLS: list[Column] = [
+    ("server", "server", ""), ("operation", "op", ""), ("before", "before", ",.0f"),
+    ("now", "now", ",.0f"), ("now/before", "ratio", ".2f"), ("target", "target", ".2f"),
+]
 # fmt: on
 
 
@@ -465,6 +523,15 @@ def report(part: dict[str, Any], tgt: list[Row]) -> None:
             f"  batch of 10 mixed writes (benchmarks/batches.py's): p50 {b['batch_p50_us']:.0f} µs,"
             f" {b['ratio']:.2f}x one put ({b['one_p50_us']:.0f} µs), {b['round_trips']:.2f} rt"
         )
+    work = o["server_work"]
+    if "note" in work:
+        print(f"  server work now vs before issue 21: {work['note']}")
+    else:
+        title = (
+            f"3e. server work per operation: instructions inside FCALL (now) and EVALSHA"
+            f" (the code issue 21 measured, {work['commit']}), {work['calls']} calls each"
+        )
+        harness.print_table(WORK_COLS, work["rows"], title)
     shown_t = [
         {**r, "met_shown": {True: "met", False: "NOT MET", None: "-"}[r["met"]]} for r in tgt
     ]

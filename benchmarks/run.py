@@ -769,6 +769,7 @@ def options() -> argparse.Namespace:
     p.add_argument("--json", help="also write every result to this JSON file")
     p.add_argument("--exec-n", type=int, default=2000, help="calls per op for server exec µs")
     p.add_argument("--hot-writes", type=int, default=2000, help="puts to one key (write memory)")
+    p.add_argument("--ir-calls", type=int, default=50, help="calls per op counted by callgrind")
     args = p.parse_args()
     args.merge_kb = [1, 6, 50, 100]  # part 3's contended merges: record sizes
     args.sweep_rounds = 4  # blocks per side in part 3's contended merges

@@ -15,6 +15,13 @@ Two libraries side by side, each on its own server: the one redistate ships, and
 same without the per-call ACL check (what that check costs). The baseline is a function
 that only returns, called with the same three keys and seven arguments.
 
+``--against COMMIT`` adds a third column: the same operations on the code of an earlier
+commit of this repository (``git archive``), whose scripts may run by EVALSHA (counted
+inside ``evalshaCommand``) and whose merge may not know ``returning=``. Against
+``BEFORE_ISSUE_21``, the code issue 21 measured, the ratio now / before judges the
+issue's server-time targets on any machine and any day: each target's µs over the µs
+the issue measured is the ratio it asks for (``TARGETS``).
+
 ``--check FILE`` (with the library as shipped only) exits 1 when an operation's count
 passes ``LIMIT`` times the committed reference's (benchmarks/server_instructions.json):
 .ci/run runs it.
@@ -41,6 +48,15 @@ sys.path.insert(0, str(ROOT))
 from tests.servers import free_port, redis_binary, valkey_binary  # noqa: E402
 
 VARIANTS = ("as shipped", "without the ACL check")
+BEFORE_ISSUE_21 = "81fd8e2"  # main when issue 21 measured the scripts' server time
+# Issue 21's server-time targets over what it measured (µs): the share of the server
+# work then that each operation may cost now.
+TARGETS = {
+    "put 1 KB": (12, 30),
+    "checkpoints.save 1 KB": (20, 45),
+    "events.append": (15, 40),
+    "lease pair, renew=False": (20, 50),
+}
 LIMIT = 1.5  # --check: a row fails above this many times its reference's instructions
 
 # Run in a child process per library variant: the variant is made by replacing the ACL
@@ -50,6 +66,8 @@ _CHILD = r"""
 import json, subprocess, sys
 sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + "/benchmarks")
 port, pid, calls, variant = int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
+if len(sys.argv) > 6:  # an earlier commit's code, imported instead of this checkout's
+    sys.path.insert(0, sys.argv[6])
 from redistate.core import scripts
 if variant == "without the ACL check":
     scripts._acl_prelude = lambda name: ""
@@ -69,11 +87,16 @@ def pair():
     with store.lock("pair", ttl=30, renew=False):
         pass
 
+def merge():
+    try:
+        store.users.merge("merge", {"turn": {"n": 1}}, returning=False)
+    except TypeError:  # code from before returning= existed: its only merge
+        store.users.merge("merge", {"turn": {"n": 1}})
+
 ops = {
     "a function that only returns": lambda: raw.fcall("ir_bare", 3, "a", "b", "c", *"1234567"),
     "put 1 KB": lambda: store.sessions.put("put", value, ttl=3600),
-    "merge 1 field, returning=False": lambda: store.users.merge(
-        "merge", {"turn": {"n": 1}}, returning=False),
+    "merge 1 field, returning=False": merge,
     "checkpoints.save 1 KB": lambda: store.checkpoints.save("save", value),
     "events.append": lambda: store.events.append("e", "note", {"n": 1}),
     "lease pair, renew=False": pair,
@@ -83,7 +106,9 @@ for name, call in ops.items():
     for _ in range(20):
         call()
     subprocess.run(["callgrind_control", "-z", pid], check=True, capture_output=True)
-    fcalls = lambda: raw.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)
+    stats = lambda: raw.info("commandstats")
+    fcalls = lambda: sum(stats().get(f"cmdstat_{c}", {}).get("calls", 0)
+                         for c in ("fcall", "evalsha", "eval"))
     before = fcalls()
     for _ in range(calls):
         call()
@@ -126,14 +151,16 @@ def _wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
             time.sleep(0.1)  # polling a process that is starting: nothing to wait on
 
 
-def run(binary: str, variant: str, calls: int) -> dict[str, Any]:
-    """Instructions per operation on one server under callgrind, for one library."""
+def run(binary: str, variant: str, calls: int, code: Path | None = None) -> dict[str, Any]:
+    """Instructions per operation on one server under callgrind, for one library (or
+    with ``code``, the redistate package of an earlier commit)."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         port = free_port()
         server = subprocess.Popen(
             [
                 "valgrind", "--tool=callgrind", "--toggle-collect=fcallCommand",
+                "--toggle-collect=evalShaCommand",
                 f"--callgrind-out-file={folder}/callgrind.out.%p",
                 binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", str(folder),
@@ -144,7 +171,7 @@ def run(binary: str, variant: str, calls: int) -> dict[str, Any]:
             _wait_ready(port, server)
             child = subprocess.run(
                 [sys.executable, "-c", _CHILD, str(ROOT), str(port), str(server.pid),
-                 str(calls), variant],
+                 str(calls), variant, *([str(code)] if code else [])],
                 capture_output=True, text=True, check=False,
             )  # fmt: skip
             if child.returncode:
@@ -183,6 +210,18 @@ def check(results: dict[str, Any], reference: dict[str, Any]) -> list[str]:
     return failures
 
 
+def earlier(commit: str, into: Path) -> Path:
+    """The redistate package of ``commit`` of this repository, extracted under ``into``
+    (``git archive``: nothing in the checkout changes)."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "redistate"], capture_output=True, check=False
+    )
+    if archive.returncode:
+        raise LookupError(f"{commit} is not in this clone's history: {archive.stderr.decode()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100)
@@ -190,8 +229,17 @@ def main() -> None:
     parser.add_argument(
         "--check", type=Path, help="fail over LIMIT x this reference (the library as shipped)"
     )
+    parser.add_argument(
+        "--against",
+        metavar="COMMIT",
+        help=f"also an earlier commit's code ({BEFORE_ISSUE_21}: before issue 21's work)",
+    )
     args = parser.parse_args()
     variants = VARIANTS[:1] if args.check else VARIANTS
+    try:
+        code = earlier(args.against, Path(tempfile.mkdtemp())) if args.against else None
+    except LookupError as exc:
+        raise SystemExit(f"--against: {exc}") from exc
     servers = [("Redis 7", redis_binary())]
     try:
         servers.append(("Valkey 9", valkey_binary()))
@@ -200,24 +248,38 @@ def main() -> None:
     results: dict[str, Any] = {}
     for label, binary in servers:
         by_variant = {v: run(binary, v, args.calls) for v in variants}
+        before = run(binary, VARIANTS[0], args.calls, code) if code else None
         shipped, bare = by_variant[VARIANTS[0]], VARIANTS[0]
         base = shipped["a function that only returns"]["instructions"]
         print(f"\n{label}: instructions per operation inside FCALL ({args.calls} calls each)")
         print(
             f"{'operation':<31} {'FCALLs':>6} {'instructions':>12} {'x bare':>7}"
             f" {'no ACL check':>12} {'ACL check':>9}"
+            + (f" {args.against:>12} {'now/then':>8} {'target':>6}" if before else "")
         )
         rows = []
         for op, row in shipped.items():
             # --check measures the shipped library only: no ACL-check columns then.
             other = by_variant.get(VARIANTS[1])
             without = other[op]["instructions"] if other else None
+            then = before[op]["instructions"] if before else None
+            target = TARGETS.get(op)
             rows.append(
                 {
                     "op": op,
                     **row,
                     "without_acl_check": without,
                     "x_bare": row["instructions"] / base,
+                    **(
+                        {
+                            "before": then,
+                            "before_commit": args.against,
+                            "now_over_before": row["instructions"] / then,
+                            "target_over_before": target[0] / target[1] if target else None,
+                        }
+                        if then
+                        else {}
+                    ),
                 }
             )
             acl = (
@@ -225,6 +287,9 @@ def main() -> None:
                 if without is not None
                 else f" {'-':>12} {'-':>9}"
             )
+            if then:
+                goal = f"{target[0] / target[1]:>6.2f}" if target else f"{'-':>6}"
+                acl += f" {then:>12,.0f} {row['instructions'] / then:>8.2f} {goal}"
             print(
                 f"{op:<31} {row['fcalls_per_op']:>6.1f} {row['instructions']:>12,.0f}"
                 f" {row['instructions'] / base:>7.1f}{acl}"
