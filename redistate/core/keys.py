@@ -7,6 +7,7 @@ all keys of one entity live in one cluster slot and one script can touch them al
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Final
 
 from .errors import InvalidId
@@ -48,8 +49,18 @@ def escape_id(entity_id: object) -> str:
     Raises:
         InvalidId: not a str, empty, not UTF-8 encodable, or over 512 bytes.
     """
+    if type(entity_id) is str:
+        # Agents address the same few ids over and over (a task run builds a dozen
+        # keys of one id): the validation and escaping of each is remembered.
+        return _escaped(entity_id)
     if not isinstance(entity_id, str):
         raise InvalidId(f"id must be a str, got {type(entity_id).__name__}: {entity_id!r:.80}")
+    return _escaped(str.__str__(entity_id))  # a str subclass: as the plain str
+
+
+@lru_cache(maxsize=1024)
+def _escaped(entity_id: str) -> str:
+    """:func:`escape_id` of a plain str (a refused id raises, and is not remembered)."""
     if not entity_id:
         raise InvalidId("id must not be empty")
     try:
