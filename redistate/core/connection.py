@@ -489,45 +489,6 @@ class Connection:
             if wid is not None and script.memory is not None and done:
                 self._acked(keys[script.memory[0]], wid)
 
-    def script_reading(
-        self,
-        script: Parsed[R],
-        keys: Sequence[str],
-        args: Sequence[Any],
-        reads: Sequence[tuple[Any, ...]],
-    ) -> tuple[R, list[Any] | None] | None:
-        """``script`` and then ``reads`` (commands on keys of the script's hash slot, in
-        one MULTI/EXEC: one view, taken right after the script ran) in one round trip,
-        tried once: the script's reply and the reads' replies (None if they failed:
-        read again). None when nothing can be told of the pair (a transient failure, a
-        script or library the server lacks, any error of the script): the caller sends
-        the script the usual way, so only a script safe to send twice, without write
-        memory, without WAIT."""
-        if self._unready:
-            self._ready()
-        client = self._node_client(keys[0])
-        try:
-            with client.pipeline(transaction=False) as pipe:
-                queue: Any = pipe.execute_command  # untyped in redis-py's sync flavour
-                queue(*self._call(script, keys, args))
-                queue("MULTI")
-                for command in reads:
-                    queue(*command)
-                queue("EXEC")
-                replies = pipe.execute(raise_on_error=False)
-        except ERRORS:
-            self._relearn(keys[0])  # the node may be gone: a failover
-            return None
-        reply, done = replies[0], replies[-1]
-        if isinstance(reply, Exception):
-            if is_transient(reply):
-                self._relearn(keys[0])  # MOVED, READONLY...: a new owner
-            return None
-        parsed = script.read(reply)
-        if isinstance(done, Exception) or any(isinstance(r, Exception) for r in replies[1:-1]):
-            return parsed, None  # over maxmemory MULTI is refused, reads too
-        return parsed, list(done)
-
     @property
     def _verb(self) -> str:
         """The command scripts are sent with (names it in an ACL denial)."""

@@ -42,6 +42,7 @@ from .spec import (
     lease_value,
     lost_message,
     new_token,
+    reading_args,
     refusal,
     taken_or_expired,
     valid_until,
@@ -59,6 +60,7 @@ def _renewals(conn: AsyncConnection) -> AsyncRenewals:
 
 
 _ACQUIRE = script("lock_acquire").replying(LockAcquireReply.parse)
+_ACQUIRE_READING = script("lock_acquire_reading").replying(LockAcquireReply.parse)
 _RELEASE = script("lock_release").replying(LockReleaseReply.parse)
 _EXTEND = script("lock_extend").replying(LockExtendReply.parse)
 _ABANDON = script("lock_abandon").replying(LockAbandonReply.parse)
@@ -202,10 +204,9 @@ class AsyncLease(AsyncWithGuard):
         return self
 
     async def _acquire(self, reads: Sequence[tuple[Any, ...]]) -> list[Any] | None:
-        """:meth:`acquire`, with ``reads`` (commands on keys of the lease's hash slot)
-        sent in the same round trip as its first try and run right after it, in one
-        MULTI/EXEC: their replies when that try took the lease; None when a later try
-        did, or they could not be read with it (read them now)."""
+        """:meth:`acquire`, with ``reads`` (LRANGE and HGETALL of keys of the lease's
+        hash slot) made by its first try's script right after it took the lease: their
+        replies; None when a later try took it (read them now)."""
         if self.value is not None:
             raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
         if self._used:  # a lease object taken again: a fresh token and fresh events
@@ -265,16 +266,15 @@ class AsyncLease(AsyncWithGuard):
     async def _try_reading(
         self, reads: Sequence[tuple[Any, ...]], read: list[list[Any] | None]
     ) -> LockAcquireReply:
-        """A first try that sends ``reads`` with the acquire (their replies go to
-        ``read[0]`` if it took the lease), or alone when the pair could not be sent as
-        one: nothing is known of it then, and the same token is safe to send again."""
-        args = LockAcquireArgs(self.token, self.ttl_ms).argv()
-        both = await self._conn.script_reading(_ACQUIRE, self._keys, args, reads)
-        if both is None:
-            return await self._try_acquire()
-        if both[0].acquired:
-            read[0] = both[1]
-        return both[0]
+        """A first try whose script also makes ``reads`` once it took the lease (their
+        replies go to ``read[0]``): one call, retried like an acquire (the same token
+        finds the lease its own)."""
+        keys, specs = reading_args(reads)
+        args = (*LockAcquireArgs(self.token, self.ttl_ms).argv(), *specs)
+        reply = await self._conn.script(_ACQUIRE_READING, (*self._keys, *keys), args, self._budget)
+        if reply.acquired:
+            read[0] = reply.reads
+        return reply
 
     async def _undo_acquire(self, reply: LockAcquireReply) -> None:
         if reply.acquired:  # acquired for a caller that was cancelled meanwhile

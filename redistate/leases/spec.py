@@ -12,6 +12,7 @@ value with the lease's in the write script itself; before sending one, and befor
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -74,16 +75,39 @@ class LockAcquireReply:
     fence: int = 0
     ttl_ms: int = 0
     remaining_ms: int = 0
+    reads: list[Any] | None = None  # lock_acquire_reading's, when acquired
 
     @classmethod
     def parse(cls, reply: Any) -> LockAcquireReply:
         if int(reply[0]) == 1:
-            return cls(True, int(reply[1]), int(reply[2]))
+            reads = list(reply[3]) if len(reply) > 3 else None
+            return cls(True, int(reply[1]), int(reply[2]), reads=reads)
         return cls(False, remaining_ms=int(reply[1]))
 
     @property
     def wrote(self) -> bool:
         return self.acquired
+
+
+def reading_args(reads: Sequence[tuple[Any, ...]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The extra KEYS and ARGV of lock_acquire_reading for ``reads``, commands as a
+    MULTI would queue them: ``("LRANGE", key, start, stop)`` or ``("HGETALL", key)``.
+
+    Raises:
+        ValueError: a command lock_acquire_reading does not read with.
+    """
+    keys: list[str] = []
+    specs: list[str] = []
+    for command in reads:
+        name, key, *rest = command
+        if name == "LRANGE" and len(rest) == 2:
+            specs.append(f"{int(rest[0])}:{int(rest[1])}")
+        elif name == "HGETALL" and not rest:
+            specs.append("h")
+        else:
+            raise ValueError(f"lock_acquire_reading reads with LRANGE or HGETALL, not {command!r}")
+        keys.append(key)
+    return tuple(keys), tuple(specs)
 
 
 @dataclass(frozen=True, slots=True)

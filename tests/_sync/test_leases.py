@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from redistate import Store, LockLost, LockTimeout
+from redistate import Store, LockLost, LockTimeout, RedistateError
 from redistate.core._io import sync_join, sync_spawn, sync_wait
 from redistate.core.scripts import script
 from tests.conftest import Backend
@@ -109,6 +109,32 @@ def test_a_resent_acquire_reports_the_lease_held(store: Store) -> None:
     assert int(first[0]) == int(again[0]) == 1 and int(again[1]) == int(first[1])
     other = store.sessions._conn.script(script("lock_acquire"), keys, ("0" * 32, 30000))
     assert int(other[0]) == 0 and int(other[1]) > 0
+
+
+def test_an_acquire_that_reads_returns_the_reads_only_to_the_holder(
+    store: Store, backend: Backend
+) -> None:
+    """lock_acquire_reading (a task run's entry): the reads come with the lease, again
+    with a resend of it, never to a caller the lease refused; a malformed read is
+    refused before the lock is taken."""
+    raw = backend.raw()
+    lease = store.lock("t", ttl=30, renew=False)
+    keys = (store.keys.lock("t"), store.keys.fence("t"), store.keys.lock_wake("t"))
+    listed, hashed = store.keys.task_log("t"), store.keys.task_steps("t")
+    raw.rpush(listed, b"a", b"b", b"c")
+    raw.hset(hashed, b"f", b"v")
+    run = store.sessions._conn.script
+    reading = script("lock_acquire_reading")
+    with pytest.raises(RedistateError, match="RSARG"):
+        run(reading, (*keys, listed), (lease.token, 30000, "0:x"))
+    assert raw.get(keys[0]) is None
+    args = (lease.token, 30000, "1:-1", "h", "0:0")
+    first = run(reading, (*keys, listed, hashed, listed), args)
+    assert int(first[0]) == 1 and first[3] == [[b"b", b"c"], [b"f", b"v"], [b"a"]]
+    again = run(reading, (*keys, listed, hashed, listed), args)
+    assert int(again[1]) == int(first[1]) and again[3] == first[3]
+    other = run(reading, (*keys, listed), ("0" * 32, 30000, "0:-1"))
+    assert int(other[0]) == 0 and len(other) == 2
 
 
 def test_the_wake_list_holds_one_token_however_often_the_lease_is_taken(

@@ -19,24 +19,4 @@ servers' clocks do not step back by more than the time those took. Written with
 rs_int, never as a Lua number (which Redis would store as "1e+15").
 unchecked get pttl time
 ]]
-local token, ttl_ms = ARGV[1], rs_ttl(ARGV[2])
-if not string.match(token, '^%x+$') or #token ~= 32 or not ttl_ms or ttl_ms == 0 then
-  return redis.error_reply('RSARG malformed arguments to lock_acquire')
-end
-local current = redis.call('GET', KEYS[1])
-if current then
-  local holder, fence = string.match(current, '^(%x+),(%d+)$')
-  if holder == token then return {1, tonumber(fence), redis.call('PTTL', KEYS[1])} end
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-local last = redis.call('GET', KEYS[2]) or '0'
-if not string.match(last, '^%d+$') or #last > 16 or tonumber(last) >= RS_MAX_VERSION then
-  return redis.error_reply('RSINTEGRITY fence key ' .. KEYS[2] .. ' holds ' .. string.sub(last, 1, 40)
-    .. ', not a fence below 2^53 - 1')
-end
-local fence = math.max(tonumber(last) + 1, rs_now_us())
-local text = rs_int(fence)
-redis.call('SET', KEYS[1], token .. ',' .. text, 'PX', ARGV[2])
-redis.call('SET', KEYS[2], text, 'PX', ARGV[2])
-redis.call('DEL', KEYS[3])
-return {1, fence, ttl_ms}
+return rs_lock_acquire(ARGV[1], ARGV[2])
