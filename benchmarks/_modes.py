@@ -31,7 +31,6 @@ import itertools
 import os
 import shutil
 import statistics
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,10 +280,18 @@ def server_work(env: Env) -> dict[str, Any]:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         return {"note": "not counted: valgrind (with callgrind_control) is not installed"}
     commit = server_instructions.BEFORE_ISSUE_21
-    try:
-        code = server_instructions.earlier(commit, Path(tempfile.mkdtemp()))
-    except LookupError as exc:
-        return {"note": f"not counted: {exc}"}
+    with contextlib.ExitStack() as stack:
+        try:
+            code = stack.enter_context(server_instructions.earlier(commit))
+        except LookupError as exc:
+            return {"note": f"not counted: {exc}"}
+        rows = _count_against(env, code)
+    _measure.progress("counted the scripts' instructions, now and before issue 21")
+    return {"commit": commit, "calls": env.args.ir_calls, "rows": rows}
+
+
+def _count_against(env: Env, code: Path) -> list[dict[str, Any]]:
+    """server_work's rows: each operation's instructions now and in ``code``."""
     servers = [("Redis 7", redis_binary())]
     with contextlib.suppress(ImportError):
         servers.append(("Valkey 9", valkey_binary()))
@@ -306,8 +313,7 @@ def server_work(env: Env) -> dict[str, Any]:
                     "target_us": goal,
                 }
             )
-    _measure.progress("counted the scripts' instructions, now and before issue 21")
-    return {"commit": commit, "calls": env.args.ir_calls, "rows": rows}
+    return rows
 
 
 def once(env: Env) -> dict[str, Any]:

@@ -33,11 +33,13 @@ wheel when installed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -210,16 +212,18 @@ def check(results: dict[str, Any], reference: dict[str, Any]) -> list[str]:
     return failures
 
 
-def earlier(commit: str, into: Path) -> Path:
-    """The redistate package of ``commit`` of this repository, extracted under ``into``
-    (``git archive``: nothing in the checkout changes)."""
+@contextlib.contextmanager
+def earlier(commit: str) -> Iterator[Path]:
+    """The redistate package of ``commit`` of this repository, extracted into a
+    temporary folder removed on exit (``git archive``: nothing in the checkout changes)."""
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", commit, "redistate"], capture_output=True, check=False
     )
     if archive.returncode:
         raise LookupError(f"{commit} is not in this clone's history: {archive.stderr.decode()}")
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into
+    with tempfile.TemporaryDirectory(prefix="redistate-earlier-") as into:
+        subprocess.run(["tar", "-x", "-C", into], input=archive.stdout, check=True)
+        yield Path(into)
 
 
 def main() -> None:
@@ -236,10 +240,16 @@ def main() -> None:
     )
     args = parser.parse_args()
     variants = VARIANTS[:1] if args.check else VARIANTS
-    try:
-        code = earlier(args.against, Path(tempfile.mkdtemp())) if args.against else None
-    except LookupError as exc:
-        raise SystemExit(f"--against: {exc}") from exc
+    with contextlib.ExitStack() as stack:
+        try:
+            code = stack.enter_context(earlier(args.against)) if args.against else None
+        except LookupError as exc:
+            raise SystemExit(f"--against: {exc}") from exc
+        measure(args, variants, code)
+
+
+def measure(args: argparse.Namespace, variants: tuple[str, ...], code: Path | None) -> None:
+    """Count and print every server's table (and write --json / apply --check)."""
     servers = [("Redis 7", redis_binary())]
     try:
         servers.append(("Valkey 9", valkey_binary()))
