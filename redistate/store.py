@@ -34,6 +34,7 @@ from .records.spec import RecordSpec
 if TYPE_CHECKING:  # imported where used: a store that never locks never loads leases
     from .adapters.agents.items import AgentItems
     from .adapters.langgraph.graph import GraphSpec
+    from .adapters.langgraph.namespaces import Namespaces
     from .adapters.langgraph.threads import Graph
     from .admin.admin import Admin
     from .batch import Batch
@@ -282,6 +283,12 @@ class Store(WithGuard):
         from .adapters.langgraph.threads import Graph
 
         return Graph(self._conn, spec)
+
+    def memory_namespaces(self) -> Namespaces:
+        """The storage of the LangGraph store (redistate.langgraph.RedistateStore)."""
+        from .adapters.langgraph.namespaces import Namespaces
+
+        return Namespaces(self._conn, self.keys)
 
     def records_of(self, kind: str) -> Collection:
         """The collection holding records of key kind ``kind``: ``sessions``, ``users``,

@@ -33,6 +33,7 @@ from .records.spec import RecordSpec
 if TYPE_CHECKING:  # imported where used: a store that never locks never loads leases
     from .adapters.agents.items_async import AsyncAgentItems
     from .adapters.langgraph.graph import GraphSpec
+    from .adapters.langgraph.namespaces_async import AsyncNamespaces
     from .adapters.langgraph.threads_async import AsyncGraph
     from .admin.admin_async import AsyncAdmin
     from .batch_async import AsyncBatch
@@ -281,6 +282,12 @@ class AsyncStore(AsyncWithGuard):
         from .adapters.langgraph.threads_async import AsyncGraph
 
         return AsyncGraph(self._conn, spec)
+
+    def memory_namespaces(self) -> AsyncNamespaces:
+        """The storage of the LangGraph store (redistate.langgraph.RedistateStore)."""
+        from .adapters.langgraph.namespaces_async import AsyncNamespaces
+
+        return AsyncNamespaces(self._conn, self.keys)
 
     def records_of(self, kind: str) -> AsyncCollection:
         """The collection holding records of key kind ``kind``: ``sessions``, ``users``,

@@ -25,7 +25,7 @@ from redistate.core import connection
 from redistate.core.encryption import EncryptedCodec
 from redistate.core.keys import KeySpace
 from redistate.core.scripts import _ARGS, acl_commands, lua_commands, names
-from redistate.langgraph import RedisStateSaver
+from redistate.langgraph import RedisStateSaver, RedistateStore
 from tests.cli import run
 from tests.conftest import Backend
 from tests.faults import tally
@@ -266,6 +266,14 @@ def _put_checkpoint(store: Store, context: Any) -> None:
     saver.put(saved, checkpoint, {"step": 0}, {"steps": saver.get_next_version(None, None)})
 
 
+def _memory(admin: Store, denied: Store) -> RedistateStore:
+    """A namespace of the LangGraph store with an item that expires and one that does
+    not (by the admin); the denied user's store."""
+    RedistateStore(admin).put(("users", "u"), "p", {"v": 1}, ttl=1)
+    RedistateStore(admin).put(("users", "u"), "q", {"v": 1})
+    return RedistateStore(denied)
+
+
 K1, K2 = os.urandom(32), os.urandom(32)
 
 
@@ -345,6 +353,16 @@ OPERATIONS: dict[str, tuple[Setup, Operation]] = {
         lambda s, a: asyncio.run(a.add_items([{"role": "user", "content": "b"}])),
     ),
     "agents pop_item": (_agents, lambda s, a: asyncio.run(a.pop_item())),
+    "store put (new namespace)": (
+        _none,
+        lambda s, _: RedistateStore(s).put(("users", "u"), "p", {"v": 1}, ttl=1),
+    ),
+    "store put": (_memory, lambda s, m: m.put(("users", "u"), "p", {"v": 2}, ttl=2)),
+    "store delete": (_memory, lambda s, m: m.delete(("users", "u"), "q")),
+    "store get (refresh)": (_memory, lambda s, m: m.get(("users", "u"), "p")),
+    "store search (refresh)": (_memory, lambda s, m: m.search(("users",))),
+    "store list_namespaces": (_memory, lambda s, m: m.list_namespaces()),
+    "store sweep": (_memory, lambda s, m: m.sweep()),
     "agents clear_session": (_agents, lambda s, a: asyncio.run(a.clear_session())),
     # Reads: nothing to write, but a denial is named all the same.
     "get": (_record, lambda s, _: s.sessions.get("s")),
@@ -361,6 +379,10 @@ OPERATIONS: dict[str, tuple[Setup, Operation]] = {
 # erase never misses it; the index is in another slot): a denial of the write leaves
 # the index entry, which points at nothing and which erase takes off.
 INDEXED_FIRST = {"put (user index)"}
+# A put that creates a namespace of the LangGraph store announces it to the registry
+# first (another slot): a denial of the put leaves the registry entry, which points at
+# nothing and which a sweep takes out.
+ANNOUNCED_FIRST = {"store put (new namespace)"}
 
 
 def snapshot(client: redis.Redis, namespace: str) -> dict[bytes, tuple[bytes | None, bool]]:
@@ -427,6 +449,10 @@ def test_each_command_denied_in_turn_is_named_and_no_operation_writes_half(
                             index_entries += 1
                             index = KeySpace(namespace).user_index("bob").encode()
                             assert set(after) - set(before) == {index}, (command, name)
+                        elif after != before and name in ANNOUNCED_FIRST:
+                            registry = KeySpace(namespace).memory_names()
+                            names = {registry.encode(), f"{registry}:gens".encode()}
+                            assert set(after) - set(before) <= names, (command, name)
                         elif after != before:
                             partial += 1
                     finally:

@@ -15,6 +15,7 @@ of stored data (redistate.core.kinds), written through the public APIs only, the
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 import uuid
 from collections import Counter
@@ -32,7 +33,7 @@ from redistate import Lease, Store
 from redistate.admin import ImportReport
 from redistate.agents import RedistateSession
 from redistate.core import kinds
-from redistate.langgraph import RedisStateSaver
+from redistate.langgraph import RedisStateSaver, RedistateStore
 from tests.conftest import Backend
 
 EXAMPLES: Final = 12  # per backend: each example is a few dozen round trips, three files
@@ -180,6 +181,13 @@ GENERATORS: Final[dict[str, st.SearchStrategy[list[Op]]]] = {
         _op(kinds.GRAPH, "put", st.just("keep"), value=st.integers(1, 3), ttl=ttls, user=users),
         _op(kinds.GRAPH, "put", value=st.integers(1, 2), ttl=ttls, user=users),
     ),
+    # Not exported yet (kinds.NOT_YET): written beside the others, so the round trip of
+    # every other kind is shown unaffected, and each export must list them left out.
+    kinds.MEMORY.name: _ops(
+        _op(kinds.MEMORY, "put", st.just("keep"), value=patch),
+        _op(kinds.MEMORY, "put", value=patch),
+    ),
+    kinds.MEMORY_NAMES.name: st.just([]),  # written by every memory put
 }
 
 
@@ -281,6 +289,9 @@ def execute(world: World, op: Op) -> None:
         world.touch(kind, op.id)
         saver = RedisStateSaver(store, ttl=op.ttl, user_key=USER_KEY)
         put_checkpoints(saver, op.id, op.value, op.user)
+    elif kind is kinds.MEMORY:
+        world.touch(kind, op.id)
+        RedistateStore(store).put(("users", op.id), "profile", op.value)
     else:
         raise AssertionError(f"no executor for kind {kind.name!r}")
 
@@ -538,6 +549,10 @@ def check(world: World, source: Store, target: Store, stem: Path, run: Run) -> l
     started = now_ms()
     first = export(source, path)
     late = now_ms() - started  # how late the first file's TTLs may have been read
+    if world.ids(kinds.MEMORY):  # not exported yet: the report must say so, by kind
+        left = source.admin.export(io.BytesIO()).left_out
+        if not (left[kinds.MEMORY.name] and left[kinds.MEMORY_NAMES.name]):
+            problems.append(f"0. the LangGraph store's keys not reported left out: {left}")
     for line in first[1:]:
         run.exported |= kinds_of(line)
     report = source.admin.import_file(path, namespace=target.keys.namespace)

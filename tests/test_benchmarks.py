@@ -195,6 +195,19 @@ def test_langgraph_benchmark_compares_the_savers_and_keeps_redis_ops_to_one_roun
         assert f"\n{saver} " in done.stdout or f" {saver} |" in done.stdout, saver
 
 
+def test_langgraph_store_benchmark_compares_the_stores_in_the_round_trips_it_promises() -> None:
+    """benchmarks/langgraph_store.py --quick: every op on the three stores; it exits 1 if
+    a put or a get of RedistateStore takes more than one round trip."""
+    done = bench("langgraph_store.py", "--quick")
+    rows = {line.split("|")[0].strip(): line for line in done.stdout.splitlines() if "|" in line}
+    for op in ("put profile", "get profile", "search one user (2 items)", "list_namespaces"):
+        assert op in rows, op
+    # A one-namespace search reads the registry, then the namespace: two round trips.
+    assert rows["search one user (2 items)"].split("|")[4].strip() == "2.00"
+    for store in ("RedistateStore", "SqliteStore", "InMemoryStore"):
+        assert f"{store} p50" in done.stdout, store
+
+
 def test_steps_benchmark_runs_and_keeps_its_round_trips() -> None:
     """benchmarks/steps.py --quick exits 1 if a step takes more round trips than
     promised: 1 idempotent, 2 not, 0 replayed."""

@@ -14,6 +14,7 @@ import pytest
 from redistate import Store
 from redistate.admin.stats import BUILT_IN
 from redistate.core.keys import KeySpace
+from redistate.langgraph import RedistateStore
 from tests.cli import run
 from tests.conftest import Backend
 
@@ -78,6 +79,7 @@ def seed(backend: Backend, namespace: str) -> None:
             store.checkpoints.save("t1", {"step": step})
         store.checkpoints.log("t1", {"d": 1})
         store.lock("t1", ttl=60, renew=False).acquire()
+        RedistateStore(store).put(("users", "u1"), "profile", {"name": "a"})
     raw = backend.raw()
     raw.set(f"{namespace}:stray", b"not redistate's")
     raw.close()
@@ -99,6 +101,8 @@ def test_counts_bytes_largest_and_keys_without_ttl(backend: Backend, namespace: 
         "fence": (1, 1),
         "agents": (0, 0),
         "graph": (0, 0),
+        "memory": (2, 1),  # items, write memory: one namespace
+        "memory-names": (2, 1),  # the registry and its generations
         "notes": (3, 3),
         "(other)": (1, 1),
     }
@@ -153,7 +157,8 @@ def test_an_empty_embedded_store() -> None:
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["kind"] for r in rows] == list(BUILT_IN)
-    kinds = ["session", "user", "task", "events", "lock", "fence", "agents", "graph"]
+    kinds = ["session", "user", "task", "events", "lock", "fence", "agents", "graph", "memory",
+             "memory-names"]  # fmt: skip
     assert list(BUILT_IN) == kinds
     assert all(r["keys"] == 0 and r["bytes"] == 0 and r["largest"] == [] for r in rows)
 

@@ -213,3 +213,35 @@ def append_events(
     seqs = [store.events.append(entity, "updated", {f"w{worker}-{i}": i}).seq for i in range(count)]
     store.close()
     return seqs
+
+
+def memory_churn(url: str, namespace: str, worker: int, rounds: int, barrier: Any) -> int:
+    """LangGraph store puts to namespaces this worker empties and fills again (racing a
+    sweeper that forgets empty ones), and to one namespace every worker writes."""
+    from redistate.langgraph import RedistateStore
+
+    store = Store.from_url(url, namespace=namespace)
+    memory = RedistateStore(store)
+    barrier.wait()
+    for i in range(rounds):
+        churned = ("churn", f"w{worker}", f"n{i % 4}")
+        memory.put(churned, "k", {"i": i})
+        memory.delete(churned, "k")  # empty now: a sweep may be forgetting it
+        memory.put(churned, "k", {"i": i})  # so this put must enter it again
+        memory.put(("shared",), f"w{worker}", {"i": i})
+    store.close()
+    return rounds
+
+
+def memory_sweeper(url: str, namespace: str, stop: Any, barrier: Any) -> int:
+    """Sweeps the LangGraph store until ``stop`` is set; how many namespaces it forgot."""
+    from redistate.langgraph import RedistateStore
+
+    store = Store.from_url(url, namespace=namespace)
+    memory = RedistateStore(store)
+    barrier.wait()
+    forgotten = 0
+    while not stop.is_set():
+        forgotten += memory.sweep().forgotten
+    store.close()
+    return forgotten

@@ -106,6 +106,13 @@ def _print_export(report: ExportReport, out_file: Path, stream: TextIO) -> None:
     if report.not_exported:
         left = _count(report.not_exported, "held-lease, wake-list or write-memory key")
         _say(f"left out {left}", stream)
+    for name, count in sorted(report.left_out.items()):
+        kind = kinds.by_name(name)
+        _say(
+            f"NOT EXPORTED: {_count(count, 'key')} of {kind.title} ({name}): "
+            f"{kind.skips[kinds.Op.EXPORT]}",
+            stream,
+        )
     if report.unknown_count:
         examples = ", ".join(report.unknown)
         _say(

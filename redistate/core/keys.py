@@ -17,6 +17,8 @@ from .kinds import (
     FENCE_KEY,
     GRAPH_KEY,
     LOCK_KEY,
+    MEMORY_KEY,
+    MEMORY_NAMES_KEY,
     OWNS,
     RESERVED,
     TASK_KEY,
@@ -218,6 +220,17 @@ class KeySpace:
     def graph_pattern(self) -> str:
         """SCAN pattern matching one key (the index) of every LangGraph thread."""
         return f"{self._prefix(GRAPH_KEY)}{{*}}:idx"
+
+    def memory(self, namespace: str, part: str = "") -> str:
+        """A namespace of the LangGraph store (redistate.langgraph.RedistateStore), all
+        in its hash slot: ``ns:memory:{<labels joined by ".">}[:part]``, ``part`` one
+        of ``exp``, ``tomb``, ``writes``."""
+        return self.key(MEMORY_KEY, namespace, part)
+
+    def memory_names(self, part: str = "") -> str:
+        """The LangGraph store's registry of namespaces, one hash slot:
+        ``ns:memory-names:{all}`` (a zset of every namespace) and ``…:gens``."""
+        return self.key(MEMORY_NAMES_KEY, "all", part)
 
     def lock(self, name: str) -> str:
         """Lease key: ``ns:lock:{name}``."""

@@ -275,10 +275,10 @@ _ARGS: Final[dict[str, int]] = {
     "append": 2, "del": 1, "exists": 1, "get": 1, "getrange": 3, "hdel": 2,
     "hexists": 2, "hget": 2, "hgetall": 1, "hincrby": 3, "hlen": 1, "hmget": 2, "hset": 3,
     "hsetnx": 3, "lindex": 2, "llen": 1, "lpush": 2, "lrange": 3,
-    "lset": 3, "ltrim": 3, "persist": 1, "pexpire": 2, "pttl": 1, "rename": 2,
+    "lset": 3, "ltrim": 3, "persist": 1, "pexpire": 2, "pexpireat": 2, "pttl": 1, "rename": 2,
     "rpop": 1, "rpush": 2, "sadd": 2, "set": 2, "setrange": 3, "strlen": 1, "time": 0,
     "xadd": 4, "xdel": 2, "xlen": 1, "xrange": 3, "xrevrange": 3, "xtrim": 3, "zadd": 3,
-    "zlexcount": 3, "zrangebylex": 3, "zrangebyscore": 3, "zrem": 2,
+    "zcard": 1, "zlexcount": 3, "zrange": 3, "zrangebylex": 3, "zrangebyscore": 3, "zrem": 2,
     "zremrangebylex": 3, "zremrangebyscore": 3, "zrevrangebylex": 3, "zscore": 2,
 }  # fmt: skip
 

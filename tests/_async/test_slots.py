@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from langgraph.store.base import GetOp, PutOp, SearchOp
 from redis.crc import key_slot
 
 from redistate import AsyncStore
+from redistate.adapters.langgraph import memory_ops_async
 from redistate.adapters.langgraph.graph import GraphSpec
 from redistate.adapters.langgraph.threads_async import AsyncGraph
 from redistate.admin.backup_format import parse_entity
@@ -47,12 +49,19 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
         seen.calls.append((s.name, tuple(keys)))
         return await run_script(self, s, keys, args, *more, **options)
 
+    run_scripts = AsyncConnection.scripts
+
+    async def recording_scripts(self: AsyncConnection, calls: Sequence[Any]) -> Any:
+        seen.calls += [(s.name, tuple(keys)) for s, keys, _ in calls]
+        return await run_scripts(self, calls)
+
     async def recording_lranges(self: AsyncConnection, *ranges: tuple[str, int, int]) -> Any:
         seen.calls.append(("MULTI/EXEC", tuple(r[0] for r in ranges)))
         return await run_lranges(self, *ranges)
 
     monkeypatch.setattr(AsyncConnection, "script", recording_script)
     monkeypatch.setattr(AsyncConnection, "lranges", recording_lranges)
+    monkeypatch.setattr(AsyncConnection, "scripts", recording_scripts)
     return seen
 
 
@@ -119,6 +128,16 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         await graph.copy(entity, entity + "-copy")
         await graph.delete_runs([b"run1"])
         await graph.keep_latest(entity)
+        # redistate.langgraph's store: a namespace's scripts, and its registry's.
+        space = store.memory_namespaces()
+        for op in (
+            PutOp(("users", entity), "p", {"n": 1}, ttl=1),
+            GetOp(("users", entity), "p"),
+            SearchOp(("users",)),
+            PutOp(("users", entity), "p", None),
+        ):
+            await memory_ops_async.run(space, store.codec, 1 << 20, None, [op])
+        await space.sweep()
         # redistate import: one script per entity, with the keys import_call chooses.
         await store.users.put(entity, {"n": 1})
         value = await store._conn.get(store.keys.record("user", entity))

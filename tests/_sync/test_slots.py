@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from langgraph.store.base import GetOp, PutOp, SearchOp
 from redis.crc import key_slot
 
 from redistate import Store
+from redistate.adapters.langgraph import memory_ops
 from redistate.adapters.langgraph.graph import GraphSpec
 from redistate.adapters.langgraph.threads import Graph
 from redistate.admin.backup_format import parse_entity
@@ -48,12 +50,19 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
         seen.calls.append((s.name, tuple(keys)))
         return run_script(self, s, keys, args, *more, **options)
 
+    run_scripts = Connection.scripts
+
+    def recording_scripts(self: Connection, calls: Sequence[Any]) -> Any:
+        seen.calls += [(s.name, tuple(keys)) for s, keys, _ in calls]
+        return run_scripts(self, calls)
+
     def recording_lranges(self: Connection, *ranges: tuple[str, int, int]) -> Any:
         seen.calls.append(("MULTI/EXEC", tuple(r[0] for r in ranges)))
         return run_lranges(self, *ranges)
 
     monkeypatch.setattr(Connection, "script", recording_script)
     monkeypatch.setattr(Connection, "lranges", recording_lranges)
+    monkeypatch.setattr(Connection, "scripts", recording_scripts)
     return seen
 
 
@@ -120,6 +129,16 @@ def test_every_script_and_transaction_stays_in_one_slot(
         graph.copy(entity, entity + "-copy")
         graph.delete_runs([b"run1"])
         graph.keep_latest(entity)
+        # redistate.langgraph's store: a namespace's scripts, and its registry's.
+        space = store.memory_namespaces()
+        for op in (
+            PutOp(("users", entity), "p", {"n": 1}, ttl=1),
+            GetOp(("users", entity), "p"),
+            SearchOp(("users",)),
+            PutOp(("users", entity), "p", None),
+        ):
+            memory_ops.run(space, store.codec, 1 << 20, None, [op])
+        space.sweep()
         # redistate import: one script per entity, with the keys import_call chooses.
         store.users.put(entity, {"n": 1})
         value = store._conn.get(store.keys.record("user", entity))

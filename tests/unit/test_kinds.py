@@ -31,11 +31,17 @@ def built_keys(keys: KeySpace) -> dict[str, str]:
         elif name == "graph_thread":
             for part in kinds.GRAPH_PARTS:
                 out[f"graph_thread:{part}"] = method("a", part)
+        elif name == "memory":
+            for part in ("", "exp", "tomb"):
+                out[f"memory:{part}"] = method("a.b", part)
+        elif name == "memory_names":
+            for part in ("", "gens"):
+                out[f"memory_names:{part}"] = method(part)
         else:
             assert len(params) == 1, (name, params)
             out[name] = method("a")
     for name in ("record:notes", "record:session", "record:user", "task", "events", "lock",
-                 "agent_session"):  # fmt: skip
+                 "agent_session", "memory:"):  # fmt: skip
         out[f"{name}:writes"] = keys.writes(out[name])
     return out
 

@@ -1,0 +1,142 @@
+"""A LangGraph ``BaseStore`` on plain Redis: ``RedistateStore`` (``redistate[langgraph]``).
+
+Long-term memory shared across threads, processes and machines (``store.put(("users",
+uid), "profile", {...})``) on Redis OSS 7+, Valkey, a Cluster or Sentinel, no modules.
+Each namespace's items live in its own hash slot, so a put of one namespace is one
+script; the TTL is set by the same script as the write, and an expired item is never
+returned, even before Redis deletes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.store.base import BaseStore, Op, Result, TTLConfig
+
+from ...store import Store
+from ...store_async import AsyncStore
+from . import memory_ops, memory_ops_async
+from .memory import SweepReport
+from .namespaces import Namespaces
+from .namespaces_async import AsyncNamespaces
+
+__all__ = ["RedistateStore"]
+
+
+class RedistateStore(BaseStore):
+    """LangGraph ``BaseStore`` over a redistate store.
+
+    ``RedistateStore(store)`` takes a ``Store`` (``batch`` native, ``abatch`` in a
+    worker thread) or an ``AsyncStore`` (``abatch`` native; ``batch`` from another
+    thread than the loop's runs on the loop, as LangGraph's async stores do).
+    ``ttl=TTLConfig(default_ttl=minutes, refresh_on_read=True)`` as LangGraph's; a put's
+    ``ttl`` (minutes) overrides it. ``index=`` (semantic search) is refused: nothing
+    here stores embeddings.
+
+    Call ``sweep()`` now and then (or ``start_ttl_sweeper()``) to delete expired items
+    of namespaces nobody writes and take emptied namespaces out of the registry; reads
+    never return an expired item either way.
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        store: Store | AsyncStore,
+        *,
+        ttl: TTLConfig | None = None,
+        index: Any = None,
+    ) -> None:
+        if index is not None:
+            raise NotImplementedError(memory_ops_async.NOT_SEMANTIC)
+        if not isinstance(store, Store | AsyncStore):
+            raise TypeError(f"store must be a Store or AsyncStore, got {type(store).__name__}")
+        self.store = store
+        self.ttl_config = ttl
+        self._codec = store.codec
+        self._max_bytes = store._max_bytes
+        self._async: AsyncNamespaces | None = None
+        self._sync: Namespaces | None = None
+        if isinstance(store, AsyncStore):
+            self._async = store.memory_namespaces()
+        else:
+            self._sync = store.memory_namespaces()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweeper: tuple[threading.Thread, threading.Event] | None = None
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` (reads first, then puts) and return their results in order."""
+        if self._sync is not None:
+            return memory_ops.run(self._sync, self._codec, self._max_bytes, self.ttl_config, ops)
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise RuntimeError(
+                "this RedistateStore has an AsyncStore: call abatch (or its sync methods"
+                " from another thread than the event loop's, once abatch ran there)"
+            )
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError(
+                "RedistateStore's sync methods were called on its event loop's thread:"
+                " use the async ones (aget, aput, asearch...) there"
+            )
+        return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), loop).result()
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """The async ``batch``."""
+        if self._async is None:
+            return await asyncio.to_thread(self.batch, list(ops))
+        self._loop = asyncio.get_running_loop()
+        return await memory_ops_async.run(
+            self._async, self._codec, self._max_bytes, self.ttl_config, ops
+        )
+
+    def sweep(self) -> SweepReport:
+        """Delete every expired item and take namespaces with none left out of the
+        registry (a Store's sync call; ``asweep`` for an AsyncStore)."""
+        if self._sync is None:
+            raise RuntimeError("this RedistateStore has an AsyncStore: await asweep()")
+        return self._sync.sweep()
+
+    async def asweep(self) -> SweepReport:
+        """The async ``sweep``."""
+        if self._async is None:
+            return await asyncio.to_thread(self.sweep)
+        return await self._async.sweep()
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
+        """Sweep every ``sweep_interval_minutes`` (else the TTLConfig's, else 5) in a
+        daemon thread until ``stop_ttl_sweeper()``. A Store's only."""
+        if self._sync is None:
+            raise RuntimeError("a sweeper thread needs a Store; with an AsyncStore await asweep()")
+        if self._sweeper is not None:
+            return self._sweeper[0]
+        minutes = (
+            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        )
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(float(minutes) * 60):
+                self.sweep()
+
+        thread = threading.Thread(target=loop, name="redistate-store-sweeper", daemon=True)
+        self._sweeper = (thread, stop)
+        thread.start()
+        return thread
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; whether it stopped within ``timeout``."""
+        if self._sweeper is None:
+            return True
+        thread, stop = self._sweeper
+        stop.set()
+        thread.join(timeout)
+        self._sweeper = None
+        return not thread.is_alive()

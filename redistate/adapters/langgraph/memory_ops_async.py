@@ -1,0 +1,188 @@
+"""LangGraph store operations run against the namespaces (async source of truth): what
+``RedistateStore.abatch`` does; ``memory_ops.py`` is the sync twin ``batch`` runs.
+
+As LangGraph's own stores, a batch reads first (gets, searches and listings see the
+state before its puts) and then writes; puts to one item within a batch: the last
+wins. Every op is checked, and every value encoded, before anything is sent: a bad one
+raises and nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+)
+
+from ...core.codec import Codec
+from ...core.errors import StateTooLarge
+from .memory import (
+    InvalidNamespace,
+    Stored,
+    check_key,
+    check_labels,
+    literal_prefix,
+    matches,
+    matches_condition,
+    name_range,
+    namespace_id,
+    namespace_of,
+    stamp,
+    ttl_ms,
+    under,
+)
+from .namespaces_async import AsyncNamespaces
+
+__all__ = ["NOT_SEMANTIC", "run"]
+
+NOT_SEMANTIC = (
+    "RedistateStore has no semantic search: it stores no embeddings (plain Redis has no"
+    " vector index); search with filter= instead, or use a store built on a vector index"
+)
+
+
+def context(nsid: str, key: str) -> bytes:
+    """What the codec binds an item's value to (its place: an encrypted value moved to
+    another item does not decode)."""
+    return f"memory\0{nsid}\0{key}".encode("utf-8", "surrogatepass")
+
+
+def _nsid(namespace: object) -> str:
+    try:
+        return namespace_id(namespace)
+    except InvalidNamespace as exc:
+        raise InvalidNamespaceError(str(exc)) from exc
+
+
+def _labels(namespace: object) -> tuple[str, ...]:
+    try:
+        return check_labels(namespace)
+    except InvalidNamespace as exc:
+        raise InvalidNamespaceError(str(exc)) from exc
+
+
+def _item(nsid: str, key: str, stored: Any, codec: Codec, kind: type[Item] = Item) -> Item:
+    found = Stored.parse(stored)
+    value = codec.decode(found.data, context(nsid, key))
+    return kind(
+        value=value,
+        key=key,
+        namespace=namespace_of(nsid),
+        created_at=stamp(found.created_ms),
+        updated_at=stamp(found.updated_ms),
+    )
+
+
+async def run(
+    space: AsyncNamespaces,
+    codec: Codec,
+    max_bytes: int,
+    ttl_config: TTLConfig | None,
+    ops: Iterable[Op],
+) -> list[Result]:
+    """Every op's result, in order (None for a put)."""
+    todo = list(ops)
+    writes: dict[str, dict[str, tuple[int | None, bytes]]] = {}
+    for op in todo:  # checked and encoded before anything is sent
+        if isinstance(op, PutOp):
+            nsid, key = _nsid(op.namespace), check_key(op.key)
+            if op.value is None:
+                writes.setdefault(nsid, {})[key] = (None, b"")
+                continue
+            if not isinstance(op.value, dict):
+                raise TypeError(f"a store value is a dict, got {type(op.value).__name__}")
+            data = codec.encode(op.value, context(nsid, key))
+            if len(data) > max_bytes:
+                raise StateTooLarge(len(data), max_bytes, f"{nsid}/{key}")
+            ttl = op.ttl if isinstance(op.ttl, int | float) or op.ttl is None else None
+            if ttl is None and ttl_config and not isinstance(op.ttl, int | float | None):
+                ttl = ttl_config.get("default_ttl")
+            writes.setdefault(nsid, {}).pop(key, None)  # the last put of a key wins
+            writes[nsid][key] = (ttl_ms(ttl), data)
+        elif isinstance(op, GetOp):
+            _nsid(op.namespace)
+            check_key(op.key)
+        elif isinstance(op, SearchOp):
+            _labels(op.namespace_prefix)
+            if op.query is not None:
+                raise NotImplementedError(NOT_SEMANTIC)
+            if op.limit < 0 or op.offset < 0:
+                raise ValueError(f"limit and offset must be >= 0, got {op.limit}, {op.offset}")
+        elif isinstance(op, ListNamespacesOp):
+            for condition in op.match_conditions or ():
+                _labels(condition.path)
+                if condition.match_type not in ("prefix", "suffix"):
+                    raise ValueError(f"match_type must be prefix or suffix: {condition!r}")
+        else:
+            raise TypeError(f"unknown store operation {type(op).__name__}: {op!r:.80}")
+    results: list[Result] = [None] * len(todo)
+    gets = [(at, op) for at, op in enumerate(todo) if isinstance(op, GetOp)]
+    if gets:
+        reads = [(namespace_id(op.namespace), [op.key], op.refresh_ttl) for _, op in gets]
+        for (at, op), (nsid, _, _), (_, found) in zip(
+            gets, reads, await space.get(reads), strict=True
+        ):
+            results[at] = None if found[0] is None else _item(nsid, op.key, found[0], codec)
+    for at, op in enumerate(todo):
+        if isinstance(op, SearchOp):
+            results[at] = await _search(space, codec, op)
+        elif isinstance(op, ListNamespacesOp):
+            results[at] = await _list(space, op)
+    for nsid, items in writes.items():
+        await space.put(nsid, [(key, ttl, data) for key, (ttl, data) in items.items()])
+    return results
+
+
+async def _search(space: AsyncNamespaces, codec: Codec, op: SearchOp) -> list[SearchItem]:
+    prefix = tuple(op.namespace_prefix)
+    low, high = name_range(prefix)
+    nsids = [n async for n in space.names(low, high) if under(namespace_of(n), prefix)]
+    found: list[SearchItem] = []
+    ttls: dict[tuple[str, str], int] = {}
+    for nsid, (_, items) in zip(nsids, await space.read(nsids), strict=True):
+        for raw_key, stored in items:
+            key = raw_key.decode("utf-8", "surrogatepass")
+            item = _item(nsid, key, stored, codec, SearchItem)
+            if matches(item.value, op.filter):
+                found.append(item)  # type: ignore[arg-type]
+                ttls[(nsid, key)] = Stored.parse(stored).ttl_ms
+    # Newest first, as LangGraph's SQL stores order a search without a query.
+    found.sort(key=lambda i: (-i.updated_at.timestamp(), i.namespace, i.key))
+    page = found[op.offset : op.offset + op.limit]
+    if op.refresh_ttl:
+        refresh: dict[str, list[str]] = {}
+        for item in page:
+            nsid = ".".join(item.namespace)
+            if ttls[(nsid, item.key)]:
+                refresh.setdefault(nsid, []).append(item.key)
+        if refresh:
+            await space.get([(n, keys, True) for n, keys in refresh.items()])
+    return page
+
+
+async def _list(space: AsyncNamespaces, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+    conditions = list(op.match_conditions or ())
+    prefix: tuple[str, ...] = ()
+    for condition in conditions:
+        if condition.match_type == "prefix":
+            prefix = max(prefix, literal_prefix(condition.path), key=len)
+    low, high = name_range(prefix)
+    nsids = [n async for n in space.names(low, high)]
+    out: set[tuple[str, ...]] = set()
+    for nsid, alive in zip(nsids, await space.live(nsids), strict=True):
+        ns = namespace_of(nsid)
+        if not alive or not all(matches_condition(c.match_type, c.path, ns) for c in conditions):
+            continue
+        out.add(ns if op.max_depth is None else ns[: op.max_depth])
+    return sorted(out)[op.offset : op.offset + op.limit]
