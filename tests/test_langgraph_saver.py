@@ -3,6 +3,7 @@ and the async methods, TTL, the history cap, fenced writers, encryption, bad inp
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import os
 from collections.abc import Iterator
@@ -92,8 +93,47 @@ async def test_a_graph_run_with_the_async_methods(stores: tuple[Store, AsyncStor
     assert out["steps"] == ["plan", "search", "write"]
     state = await graph(saver).aget_state(thread("t1"))
     assert state.values == out
-    with pytest.raises(Exception, match="only an async connection"):
+    # On the loop's own thread a sync call would wait for itself: refused.
+    with pytest.raises(Exception, match="event loop's thread"):
         saver.get_tuple(thread("t1"))
+    # From another thread it runs on the loop, as LangGraph's async savers do.
+    bridged = await asyncio.to_thread(saver.get_tuple, thread("t1"))
+    assert bridged == await saver.aget_tuple(thread("t1"))
+    listed = await asyncio.to_thread(lambda: list(saver.list(thread("t1"), limit=2)))
+    assert listed == [t async for t in saver.alist(thread("t1"), limit=2)]
+    await asyn.aclose()
+
+
+def test_an_async_only_saver_refuses_sync_calls_before_a_loop_used_it(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    _, asyn = stores
+    with pytest.raises(Exception, match="no running event loop"):
+        RedisStateSaver(asyn).get_tuple(thread("t1"))
+
+
+async def test_a_sync_node_of_an_async_graph_reads_the_async_saver_from_its_thread(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    """LangGraph runs a sync node of an async graph in a worker thread; a node that
+    invokes a subgraph (or reads the saver) calls the sync methods from there."""
+    _, asyn = stores
+    saver = RedisStateSaver(asyn)
+    await graph(saver).ainvoke({"steps": [], "secret": "s"}, thread("earlier"))
+
+    def read_earlier(state: State) -> dict[str, Any]:
+        earlier = saver.get_tuple(thread("earlier"))  # a sync call, off the loop
+        assert earlier is not None
+        return {"steps": [f"earlier had {len(earlier.checkpoint['channel_values']['steps'])}"]}
+
+    builder = StateGraph(State)
+    builder.add_node("read", read_earlier)
+    builder.add_edge(START, "read")
+    builder.add_edge("read", END)
+    out = await builder.compile(checkpointer=saver).ainvoke(
+        {"steps": [], "secret": "s"}, thread("now")
+    )
+    assert out["steps"] == ["earlier had 3"]
     await asyn.aclose()
 
 
@@ -111,6 +151,39 @@ def test_every_key_of_a_thread_expires_with_its_ttl(
         assert set(present) >= {keys[0], keys[1], keys[2], keys[3], keys[6]}  # cp..refs, runs
         for key in present:
             assert 0 < raw.pttl(key) <= 60_000, key
+    finally:
+        raw.close()
+
+
+def test_refresh_on_read_restarts_the_threads_ttl_when_a_read_finds_it(
+    stores: tuple[Store, AsyncStore], backend: Backend
+) -> None:
+    sync, asyn = stores
+    with pytest.raises(ValueError, match="needs a ttl"):
+        RedisStateSaver(sync, refresh_on_read=True)
+    graph(RedisStateSaver(sync, ttl=60)).invoke({"steps": [], "secret": "s"}, thread("t1"))
+    keys = [sync.keys.graph_thread("t1", part) for part in PARTS]
+    raw = backend.raw()
+    try:
+        present = [k for k in keys if raw.exists(k)]
+
+        def age() -> None:  # as if most of the TTL had passed
+            for key in present:
+                raw.pexpire(key, 5_000)
+
+        age()
+        assert RedisStateSaver(sync, ttl=60).get_tuple(thread("t1")) is not None
+        assert all(0 < raw.pttl(k) <= 5_000 for k in present)  # a plain read leaves it
+        RedisStateSaver(sync, ttl=60, refresh_on_read=True).get_tuple(thread("t1"))
+        assert all(5_000 < raw.pttl(k) <= 60_000 for k in present)
+        age()
+        saver = RedisStateSaver(asyn, ttl=60, refresh_on_read=True)
+
+        async def listed() -> int:
+            return len([t async for t in saver.alist(thread("t1"))])
+
+        assert asyncio.run(listed()) > 0
+        assert all(5_000 < raw.pttl(k) <= 60_000 for k in present)
     finally:
         raw.close()
 

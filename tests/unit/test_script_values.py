@@ -255,8 +255,13 @@ ARGV_CASES: list[tuple[str, Any, list[tuple[Any, str]]]] = [
     ),
     (
         "graph_read",
-        GraphReadArgs(b"+", b"-", 10),
-        [(b"+", "the upper end"), (b"-", "the lower end"), (10, "the most checkpoints")],
+        GraphReadArgs(b"+", b"-", 10, 60_000),
+        [
+            (b"+", "the upper end"),
+            (b"-", "the lower end"),
+            (10, "the most checkpoints"),
+            (60_000, "ttl in ms to restart"),
+        ],
     ),
     (
         "event_trim",

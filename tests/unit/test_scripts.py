@@ -195,7 +195,9 @@ def test_each_script_gets_the_libraries_whose_functions_it_calls() -> None:
     libraries = scripts._libraries()
     assert libraries["record_put"] == ("_envelope",)
     assert libraries["graph_put"] == ("_envelope", "_graph")  # _graph after what it uses
-    assert libraries["graph_read"] == ("_graph",)
+    assert libraries["graph_read"] == ("_envelope", "_graph")  # rs_ttl, for refresh_on_read
+    assert libraries["memory_announce"] == ()
+    assert libraries["memory_put"] == ("_envelope", "_memory")
     assert libraries["lock_abandon"] == ()
     assert libraries["checkpoint_find"] == ("_envelope", "_checkpoint_index")
     # Every script that calls an rs_ function gets the library defining it, and the

@@ -98,12 +98,15 @@ class Stored:
 class GraphSpec:
     """Every key, field and range the saver uses, and the parsing of replies."""
 
-    __slots__ = ("keep", "keys", "ttl_ms")
+    __slots__ = ("keep", "keys", "refresh", "ttl_ms")
 
-    def __init__(self, keys: KeySpace, *, ttl_ms: int = 0, keep: int = 0) -> None:
+    def __init__(
+        self, keys: KeySpace, *, ttl_ms: int = 0, keep: int = 0, refresh: bool = False
+    ) -> None:
         self.keys = keys
         self.ttl_ms = ttl_ms
         self.keep = keep
+        self.refresh = refresh  # reads restart the thread's TTL too
 
     def own_keys(self, thread_id: str) -> tuple[str, ...]:
         """The thread's seven keys: KEYS[1..7] of every graph script."""
@@ -252,14 +255,16 @@ class GraphWritesReply:
 
 @dataclass(frozen=True, slots=True)
 class GraphReadArgs:
-    """ARGV of graph_read: a ZREVRANGEBYLEX range of members and the most to return."""
+    """ARGV of graph_read: a ZREVRANGEBYLEX range of members, the most to return, and
+    the thread's TTL to refresh when it finds one (0: a read leaves it)."""
 
     upper: bytes
     lower: bytes
     count: int
+    refresh_ms: int = 0
 
     def argv(self) -> tuple[Any, ...]:
-        return (self.upper, self.lower, self.count)
+        return (self.upper, self.lower, self.count, self.refresh_ms)
 
 
 @dataclass(frozen=True, slots=True)

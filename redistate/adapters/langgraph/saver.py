@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import secrets
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -52,6 +52,8 @@ except ImportError:  # pragma: no cover - an older LangGraph has no DeltaChannel
     _DeltaSnapshot = ()  # type: ignore[assignment,misc]
 
 # What a DeltaChannel leaves in checkpoint metadata (LangGraph's savers look for them).
+_T = TypeVar("_T")
+
 _DELTA_METADATA = ("counters_since_delta_snapshot", "delta_writes_versioned")
 
 
@@ -60,9 +62,12 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
 
     ``RedisStateSaver(store)`` takes a ``Store`` (sync methods native, async ones in a
     worker thread; with ``async_store=``, an AsyncStore of the same namespace, native
-    too) or an ``AsyncStore`` (async methods native; the sync ones raise);
+    too) or an ``AsyncStore`` (async methods native; the sync ones, from another thread
+    than the loop's, run on the loop the async ones used);
     ``from_url`` opens both. ``ttl`` (seconds) expires a thread's keys together, from
-    its last write; ``keep`` caps each namespace of a thread at that many checkpoints.
+    its last write (with ``refresh_on_read=True``, from its last read too: get_tuple and
+    list restart it in the same script); ``keep`` caps each namespace of a thread at
+    that many checkpoints.
 
     ``user_key`` names the ``configurable`` key that carries the user id, to register
     threads to users for ``store.users.erase(user)``::
@@ -87,8 +92,13 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         keep: int | None = None,
         async_store: AsyncStore | None = None,
         user_key: str | None = None,
+        refresh_on_read: bool = False,
     ) -> None:
         super().__init__(serde=serde)
+        if not isinstance(refresh_on_read, bool):
+            raise TypeError(f"refresh_on_read must be a bool, got {refresh_on_read!r:.80}")
+        if refresh_on_read and ttl is None:
+            raise ValueError("refresh_on_read=True needs a ttl to restart")
         if user_key is not None and (not isinstance(user_key, str) or not user_key):
             raise ValueError(f"user_key must be a non-empty str or None, got {user_key!r:.80}")
         self.user_key = user_key
@@ -100,6 +110,9 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         self._lease: Any = None
         self._sync: Graph | None = None
         self._async: AsyncGraph | None = None
+        # The event loop the async methods ran on: sync calls from other threads (a
+        # sync node of an async graph) are run there (_bridge).
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._stores: list[Store | AsyncStore] = []
         if isinstance(store, AsyncStore):
             async_store = store
@@ -109,11 +122,14 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
                 f"store's {store.keys.namespace!r}"
             )
         if isinstance(store, Store):
-            self._sync = store.graph_threads(GraphSpec(store.keys, ttl_ms=ttl_ms, keep=keep or 0))
+            spec = GraphSpec(store.keys, ttl_ms=ttl_ms, keep=keep or 0, refresh=refresh_on_read)
+            self._sync = store.graph_threads(spec)
         elif not isinstance(store, AsyncStore):
             raise TypeError(f"store must be a Store or an AsyncStore, got {type(store).__name__}")
         if async_store is not None:
-            spec = GraphSpec(async_store.keys, ttl_ms=ttl_ms, keep=keep or 0)
+            spec = GraphSpec(
+                async_store.keys, ttl_ms=ttl_ms, keep=keep or 0, refresh=refresh_on_read
+            )
             self._async = async_store.graph_threads(spec)
         self.spec = (self._sync or self._async).spec  # type: ignore[union-attr]
 
@@ -127,6 +143,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         ttl: float | None = None,
         keep: int | None = None,
         user_key: str | None = None,
+        refresh_on_read: bool = False,
         **options: Any,
     ) -> RedisStateSaver:
         """A saver with a sync and an async connection to ``url`` (``Store.from_url``'s
@@ -134,7 +151,13 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         store = Store.from_url(url, namespace=namespace, **options)
         async_store = AsyncStore.from_url(url, namespace=namespace, **options)
         saver = cls(
-            store, serde=serde, ttl=ttl, keep=keep, async_store=async_store, user_key=user_key
+            store,
+            serde=serde,
+            ttl=ttl,
+            keep=keep,
+            async_store=async_store,
+            user_key=user_key,
+            refresh_on_read=refresh_on_read,
         )
         saver._stores = [store, async_store]
         return saver
@@ -326,12 +349,30 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             self._remember(user, thread_id)
 
     def _sync_graph(self) -> Graph:
-        if self._sync is None:
-            raise RedistateError(
-                "this saver has only an async connection: use the a* methods, or "
-                "RedisStateSaver.from_url / RedisStateSaver(Store(...)) for sync ones"
-            )
+        assert self._sync is not None  # the sync methods bridge onto the loop otherwise
         return self._sync
+
+    def _bridge(self, call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+        """A sync call of a saver over an AsyncStore, run on the event loop its async
+        methods use, as LangGraph's async savers do: a sync node of an async graph runs
+        in a worker thread and may call a subgraph's invoke, which calls these."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            raise RedistateError(
+                "this saver has only an async connection and no running event loop has"
+                " used it yet: use the a* methods, or RedisStateSaver.from_url /"
+                " RedisStateSaver(Store(...)) for sync ones"
+            )
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RedistateError(
+                "a sync method of this saver was called on its event loop's thread (it"
+                " would wait for itself): use the a* methods there"
+            )
+        return asyncio.run_coroutine_threadsafe(call(), loop).result()
 
     # -- sync ----------------------------------------------------------------------------
 
@@ -347,6 +388,8 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         Raises:
             LockLost: a saver ``with_lease`` whose lease no longer holds the thread.
         """
+        if self._sync is None:
+            return self._bridge(lambda: self.aput(config, checkpoint, metadata, new_versions))
         args, saved = self._put_args(config, checkpoint, metadata, new_versions)
         self._sync_register(config, args[0])
         self._sync_graph().put(*args)
@@ -360,12 +403,16 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for a checkpoint: graph_writes, one script."""
+        if self._sync is None:
+            return self._bridge(lambda: self.aput_writes(config, writes, task_id, task_path))
         args = self._writes_args(config, writes, task_id, task_path)
         self._sync_register(config, args[0])
         self._sync_graph().put_writes(*args)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, else the thread's latest: one script."""
+        if self._sync is None:
+            return self._bridge(lambda: self.aget_tuple(config))
         thread_id, upper, lower = self._range(config)
         found = self._sync_graph().read(thread_id, upper, lower, 1)
         return self._tuple(thread_id, found[0][1]) if found else None
@@ -380,6 +427,11 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of one thread (and namespace, if the config names
         one), or of every thread when ``config`` is None (SCAN)."""
+        if self._sync is None:
+            yield from self._bridge(
+                lambda: _collect(self.alist(config, filter=filter, before=before, limit=limit))
+            )
+            return
         graph = self._sync_graph()
         threads = [_thread(config)[0]] if config else list(graph.threads())
         chosen = self._selection(config, filter, before, limit)
@@ -395,6 +447,8 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
 
     def delete_thread(self, thread_id: str) -> None:
         """Every checkpoint, value and write of the thread: one DEL."""
+        if self._sync is None:
+            return self._bridge(lambda: self.adelete_thread(thread_id))
         self._sync_graph().delete(thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -404,12 +458,16 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         Raises:
             TypeError: a single str instead of a sequence of ids.
         """
+        if self._sync is None:
+            return self._bridge(lambda: self.adelete_for_runs(run_ids))
         runs = _ids(run_ids, "run_ids")
         if runs:
             self._sync_graph().delete_runs(runs)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Add the source's checkpoints and writes to the target (those it lacks)."""
+        if self._sync is None:
+            return self._bridge(lambda: self.acopy_thread(source_thread_id, target_thread_id))
         self._sync_graph().copy(source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -423,6 +481,8 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
                 (their values are rebuilt from older checkpoints); the others are
                 pruned.
         """
+        if self._sync is None:
+            return self._bridge(lambda: self.aprune(thread_ids, strategy=strategy))
         graph = self._sync_graph()
         _ids(thread_ids, "thread_ids")
         _check_strategy(strategy)
@@ -446,6 +506,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Async :meth:`put`."""
         if self._async is None:
             return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        self._loop = asyncio.get_running_loop()
         args, saved = self._put_args(config, checkpoint, metadata, new_versions)
         await self._async_register(config, args[0])
         await self._async.put(*args)
@@ -461,6 +522,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Async :meth:`put_writes`."""
         if self._async is None:
             return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        self._loop = asyncio.get_running_loop()
         args = self._writes_args(config, writes, task_id, task_path)
         await self._async_register(config, args[0])
         await self._async.put_writes(*args)
@@ -470,6 +532,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Async :meth:`get_tuple`."""
         if self._async is None:
             return await asyncio.to_thread(self.get_tuple, config)
+        self._loop = asyncio.get_running_loop()
         thread_id, upper, lower = self._range(config)
         found = await self._async.read(thread_id, upper, lower, 1)
         return self._tuple(thread_id, found[0][1]) if found else None
@@ -491,6 +554,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             for item in found:
                 yield item
             return
+        self._loop = asyncio.get_running_loop()
         threads = [_thread(config)[0]] if config else [t async for t in graph.threads()]
         chosen = self._selection(config, filter, before, limit)
         for thread_id in threads:
@@ -507,6 +571,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Async :meth:`delete_thread`."""
         if self._async is None:
             return await asyncio.to_thread(self.delete_thread, thread_id)
+        self._loop = asyncio.get_running_loop()
         await self._async.delete(thread_id)
         return None
 
@@ -515,6 +580,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         graph = self._async
         if graph is None:
             return await asyncio.to_thread(self.delete_for_runs, run_ids)
+        self._loop = asyncio.get_running_loop()
         runs = _ids(run_ids, "run_ids")
         if runs:
             await graph.delete_runs(runs)
@@ -524,6 +590,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Async :meth:`copy_thread`."""
         if self._async is None:
             return await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        self._loop = asyncio.get_running_loop()
         await self._async.copy(source_thread_id, target_thread_id)
         return None
 
@@ -532,6 +599,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         graph = self._async
         if graph is None:
             return await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+        self._loop = asyncio.get_running_loop()
         _ids(thread_ids, "thread_ids")
         _check_strategy(strategy)
         refused = []
@@ -547,6 +615,10 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
 _ALL: RunnableConfig = {"configurable": {}}
 # (user, thread) pairs a saver remembers as registered before it starts over.
 _REMEMBERED = 100_000
+
+
+async def _collect(items: AsyncIterator[_T]) -> list[_T]:
+    return [item async for item in items]
 
 
 def _thread(config: RunnableConfig) -> tuple[str, str]:

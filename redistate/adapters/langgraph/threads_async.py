@@ -95,7 +95,8 @@ class AsyncGraph:
     ) -> list[tuple[bytes, Stored]]:
         """Up to ``count`` checkpoints from ``upper`` down to ``lower``, newest first."""
         keys = self.spec.own_keys(thread_id)
-        args = GraphReadArgs(upper, lower, min(count, MAX_PAGE))
+        refresh = self.spec.ttl_ms if self.spec.refresh else 0
+        args = GraphReadArgs(upper, lower, min(count, MAX_PAGE), refresh)
         return list((await self._conn.script(_READ, keys, args.argv())).found)
 
     async def pages(
