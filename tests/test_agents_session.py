@@ -592,16 +592,57 @@ async def test_encrypted_items_are_never_stored_in_clear(
         stored = snapshot(raw, namespace)
         assert stored and b"PLAINTEXT" not in repr(stored).encode()
         assert all(e.startswith(b"E1:k1:") for e in raw.lrange(session.key, 0, -1))
-        with pytest.raises(IntegrityError):  # another key cannot read it
-            await open_session("enc", store=stranger).get_items()
+        # Another key cannot read them: skipped, as the SDK skips what it cannot read.
+        assert await open_session("enc", store=stranger).get_items() == []
         # A ciphertext copied to another session's key does not decrypt there.
         elsewhere = open_session("elsewhere", store=store)
         raw.rpush(elsewhere.key, *raw.lrange(session.key, 0, -1))
-        with pytest.raises(IntegrityError):
-            await elsewhere.get_items()
+        assert await elsewhere.get_items() == []
     finally:
         await store.aclose()
         await stranger.aclose()
+
+
+async def test_an_unreadable_item_is_skipped_and_dropped_as_the_sdks_sqlite_session_does(
+    store: AsyncStore, raw: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLiteSession skips rows it cannot read, counts ``limit`` in items it returns,
+    and pop_item drops them and pops on; a store's codec failing on an item (damaged,
+    another key's, another session's) is the same case."""
+    from agents import SQLiteSession
+
+    ours, oracle = open_session("s", store=store), SQLiteSession("s")
+    good: list[Any] = [{"role": "user", "content": f"m{i}"} for i in range(4)]
+    placeholder: list[Any] = [{"placeholder": True}]
+    for session in (ours, oracle):
+        await session.add_items(good[:2])
+    raw.rpush(ours.key, b"not json {")  # as the oracle's own table gets below
+    await oracle.add_items(placeholder)
+    oracle_conn = oracle._get_connection()
+    oracle_conn.execute(
+        f"UPDATE {oracle.messages_table} SET message_data = 'not json {{' WHERE id ="
+        f" (SELECT MAX(id) FROM {oracle.messages_table})"
+    )
+    oracle_conn.commit()
+    for session in (ours, oracle):
+        await session.add_items(good[2:3])
+    raw.rpush(ours.key, b"\xff\xfe")
+    await oracle.add_items(placeholder)
+    oracle_conn.execute(
+        f"UPDATE {oracle.messages_table} SET message_data = 'not json {{' WHERE id ="
+        f" (SELECT MAX(id) FROM {oracle.messages_table})"
+    )
+    oracle_conn.commit()
+    with caplog.at_level("WARNING", logger="redistate"):
+        for limit in (None, 1, 2, 3, 5):
+            assert await ours.get_items(limit) == await oracle.get_items(limit), limit
+        # The newest is unreadable: dropped, and the next one popped.
+        assert await ours.pop_item() == await oracle.pop_item() == good[2]
+        assert await ours.get_items() == await oracle.get_items() == good[:2]
+    unreadable = [
+        r for r in caplog.records if getattr(r, "redistate_event", "") == ("agents_item_unreadable")
+    ]
+    assert unreadable and all(r.session_key == ours.key for r in unreadable)  # type: ignore[attr-defined]
 
 
 # -- registered to a user (store.users.erase) -------------------------------------------

@@ -8,6 +8,7 @@ trip: LRANGE, or one script in the session's hash slot (``lua/agents_*.lua``).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -16,7 +17,7 @@ from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
 from ...core._ttl import check_ttl
-from ...core.errors import CodecError, InvalidId, StateTooLarge
+from ...core.errors import CodecError, IntegrityError, InvalidId, StateTooLarge
 from ...core.scripts import Script, script
 from ...records.spec import new_write_id
 from ...store import Store
@@ -33,6 +34,7 @@ from .spec import (
 __all__ = ["RedistateSession"]
 
 _T = TypeVar("_T")
+_log = logging.getLogger("redistate")
 _ADD = script("agents_add").replying(AgentsAddReply.parse)
 _POP = script("agents_pop").replying(AgentsPopReply.parse)
 _CLEAR = script("agents_clear").replying(AgentsClearReply.parse)
@@ -158,25 +160,48 @@ class RedistateSession(SessionABC):
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The items, oldest first; with ``limit`` (else ``session_settings.limit``),
         the newest ``limit`` of them. As the SDK's SQLiteSession: 0 gives none, a
-        negative limit all.
-
-        Raises:
-            CodecError, IntegrityError: an item the store's codec cannot decode (not
-                JSON; encrypted with another key, or copied from another session).
-        """
+        negative limit all, and an item the store's codec cannot read (not JSON;
+        encrypted with another key, or copied from another session) is skipped and
+        logged, ``limit`` counting the items returned."""
         if limit is None:
             limit = self.session_settings.limit if self.session_settings else None
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise TypeError(f"limit must be an int or None, got {type(limit).__name__}")
         if limit == 0:
             return []
-        start = -limit if limit is not None and limit > 0 else 0
+        if limit is None or limit < 0:
+            return self._readable(await self._read(0))
+        window = limit
+        while True:  # a wider window only when unreadable items sit among the newest
+            raw = await self._read(-window)
+            items = self._readable(raw)
+            if len(items) >= limit or len(raw) < window:
+                return items[-limit:]
+            window *= 2
+
+    async def _read(self, start: int) -> list[bytes]:
         if self._async is not None:
-            raw = await self._async.read(self._key, start)
-        else:
-            assert self._sync is not None
-            raw = await asyncio.to_thread(self._sync.read, self._key, start)
-        return [self._decode(data) for data in raw]
+            return await self._async.read(self._key, start)
+        assert self._sync is not None
+        return await asyncio.to_thread(self._sync.read, self._key, start)
+
+    def _readable(self, raw: Sequence[bytes]) -> list[TResponseInputItem]:
+        out = []
+        for data in raw:
+            try:
+                out.append(self._decode(data))
+            except (CodecError, IntegrityError) as exc:
+                self._unreadable("skipped", exc)
+        return out
+
+    def _unreadable(self, what: str, exc: Exception) -> None:
+        _log.warning(
+            "Agents SDK session %r: %s an item the store's codec cannot read (%s)",
+            self.session_id,
+            what,
+            exc,
+            extra={"redistate_event": "agents_item_unreadable", "session_key": self._key},
+        )
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` as one batch (never interleaved with another) and set the
@@ -206,15 +231,18 @@ class RedistateSession(SessionABC):
         await _to_the_end(self._script(_ADD, args.argv(), wid))
 
     async def pop_item(self) -> TResponseInputItem | None:
-        """Remove and return the newest item; None if there is none.
-
-        Raises:
-            CodecError, IntegrityError: the newest item cannot be decoded (it is removed
-                all the same).
-        """
-        args = AgentsPopArgs(self._memory_ms, new_write_id())
-        reply: AgentsPopReply = await _to_the_end(self._script(_POP, args.argv()))
-        return None if reply.item is None else self._decode(reply.item)
+        """Remove and return the newest item; None if there is none. As the SDK's
+        SQLiteSession, an item the codec cannot read is dropped (and logged) and the
+        next one popped."""
+        while True:
+            args = AgentsPopArgs(self._memory_ms, new_write_id())
+            reply: AgentsPopReply = await _to_the_end(self._script(_POP, args.argv()))
+            if reply.item is None:
+                return None
+            try:
+                return self._decode(reply.item)
+            except (CodecError, IntegrityError) as exc:
+                self._unreadable("dropped", exc)
 
     async def clear_session(self) -> None:
         """Delete every item of the session."""
