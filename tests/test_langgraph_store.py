@@ -469,7 +469,7 @@ def test_a_put_entering_a_namespace_a_sweep_is_forgetting_keeps_it_listed(
     # A put announced before the sweep read the generation is refused (it may be
     # forgotten); the store announces again and writes.
     stale = put_args(0, "w1", int(gen), [("k", 0, b'{"v":2}')])
-    put_keys = [*tombed, keys.memory("a", "writes")]
+    put_keys = [*tombed, keys.memory("a", "writes"), keys.lock("a")]
     assert conn.script(io._PUT, put_keys, stale) == [0]
     memory.put(("a",), "k", {"v": 2})
     # The sweep, step 2: its forget finds a newer generation and leaves the entry.
@@ -497,3 +497,37 @@ def test_an_export_says_loudly_that_it_leaves_the_store_out(
     said = io.StringIO()
     _print_export(report, Path("out.jsonl"), said)
     assert "NOT EXPORTED: 2 keys of LangGraph store namespaces (memory): not yet" in said.getvalue()
+
+
+def test_a_store_with_a_lease_writes_its_namespace_only_while_the_lease_holds_it(
+    stores: tuple[Store, AsyncStore], backend: Backend, namespace: str
+) -> None:
+    from redistate import LockLost
+
+    sync, asyn = stores
+    other = Store(backend.sync_client(), namespace=namespace)
+    first = sync.lock("users.u1", ttl=30, renew=False).acquire()
+    old = RedistateStore(sync).with_lease(first)
+    old.put(("users", "u1"), "profile", {"by": "old"})
+    first._abandon()  # its lease runs out while it is paused (the lock key goes)
+    with other.lock("users.u1", ttl=30, wait=10) as second:
+        new = RedistateStore(other).with_lease(second)
+        new.put(("users", "u1"), "profile", {"by": "new"})
+        with pytest.raises(LockLost):
+            old.put(("users", "u1"), "profile", {"by": "late"})
+        with pytest.raises(LockLost):
+            old.delete(("users", "u1"), "profile")
+        assert value(new.get(("users", "u1"), "profile")) == {"by": "new"}
+
+        # The async flavour checks the same lease inside the same script.
+        async def late_async() -> None:
+            await RedistateStore(asyn).with_lease(first).aput(("users", "u1"), "x", {"v": 1})
+
+        with pytest.raises(LockLost):
+            asyncio.run(late_async())
+        assert new.get(("users", "u1"), "x") is None
+        # Other namespaces are not guarded by the lease.
+        old.put(("users", "u2"), "profile", {"by": "old"})
+    with pytest.raises(ValueError, match=r"another namespace"):
+        RedistateStore(other).with_lease(Store(backend.sync_client(), namespace="x").lock("y"))
+    other.close()

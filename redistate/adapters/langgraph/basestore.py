@@ -10,12 +10,14 @@ returned, even before Redis deletes it.
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 from collections.abc import Iterable
 from typing import Any
 
 from langgraph.store.base import BaseStore, Op, Result, TTLConfig
 
+from ...leases.spec import guard_args
 from ...store import Store
 from ...store_async import AsyncStore
 from . import memory_ops, memory_ops_async
@@ -65,12 +67,27 @@ class RedistateStore(BaseStore):
         else:
             self._sync = store.memory_namespaces()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._lease: Any = None
         self._sweeper: tuple[threading.Thread, threading.Event] | None = None
+
+    def with_lease(self, lease: Any) -> RedistateStore:
+        """This store, writing the namespace whose labels joined by "." are
+        ``lease.name`` (``store.lock("users.u1")`` for ``("users", "u1")``) only while
+        ``lease`` holds it: each put and delete there is checked inside its script and
+        raises ``LockLost`` once a newer owner took the lease. Other namespaces are
+        written unguarded."""
+        guard_args(lease, lease.name, self.store.keys.lock(lease.name))  # refuse bad ones now
+        clone = copy.copy(self)
+        clone._lease = lease
+        clone._sweeper = None
+        return clone
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` (reads first, then puts) and return their results in order."""
         if self._sync is not None:
-            return memory_ops.run(self._sync, self._codec, self._max_bytes, self.ttl_config, ops)
+            return memory_ops.run(
+                self._sync, self._codec, self._max_bytes, self.ttl_config, ops, self._lease
+            )
         loop = self._loop
         if loop is None or loop.is_closed():
             raise RuntimeError(
@@ -94,7 +111,7 @@ class RedistateStore(BaseStore):
             return await asyncio.to_thread(self.batch, list(ops))
         self._loop = asyncio.get_running_loop()
         return await memory_ops_async.run(
-            self._async, self._codec, self._max_bytes, self.ttl_config, ops
+            self._async, self._codec, self._max_bytes, self.ttl_config, ops, self._lease
         )
 
     def sweep(self) -> SweepReport:

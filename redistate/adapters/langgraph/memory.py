@@ -139,10 +139,15 @@ class Stored:
 
 
 def put_args(
-    memory_ms: int, wid: str, gen: int, writes: Sequence[tuple[str, int | None, bytes]]
+    memory_ms: int,
+    wid: str,
+    gen: int,
+    writes: Sequence[tuple[str, int | None, bytes]],
+    guard: str = "",
 ) -> list[Any]:
-    """ARGV of memory_put: each write (key, ttl ms or None to delete, encoded value)."""
-    argv: list[Any] = [memory_ms, wid, gen]
+    """ARGV of memory_put: each write (key, ttl ms or None to delete, encoded value);
+    ``guard`` the lease value the script checks ("": unguarded)."""
+    argv: list[Any] = [memory_ms, wid, gen, guard]
     for key, ttl, data in writes:
         argv += (key, DELETE, b"") if ttl is None else (key, ttl, data)
     return argv

@@ -28,6 +28,7 @@ from langgraph.store.base import (
 
 from ...core.codec import Codec
 from ...core.errors import StateTooLarge
+from ...leases.spec import guard_args
 from .memory import (
     InvalidNamespace,
     Stored,
@@ -91,8 +92,10 @@ def run(
     max_bytes: int,
     ttl_config: TTLConfig | None,
     ops: Iterable[Op],
+    lease: Any = None,
 ) -> list[Result]:
-    """Every op's result, in order (None for a put)."""
+    """Every op's result, in order (None for a put); writes to the namespace named
+    like ``lease`` are made only while it holds its lock."""
     todo = list(ops)
     writes: dict[str, dict[str, tuple[int | None, bytes]]] = {}
     for op in todo:  # checked and encoded before anything is sent
@@ -139,7 +142,14 @@ def run(
         elif isinstance(op, ListNamespacesOp):
             results[at] = _list(space, op)
     for nsid, items in writes.items():
-        space.put(nsid, [(key, ttl, data) for key, (ttl, data) in items.items()])
+        guarded = lease is not None and lease.name == nsid
+        guard = guard_args(lease, nsid, space.keys.lock(nsid))[1] if guarded else ""
+        space.put(
+            nsid,
+            [(key, ttl, data) for key, (ttl, data) in items.items()],
+            guard,
+            lease if guarded else None,
+        )
     return results
 
 

@@ -27,6 +27,7 @@ from langgraph.store.base import (
 
 from ...core.codec import Codec
 from ...core.errors import StateTooLarge
+from ...leases.spec import guard_args
 from .memory import (
     InvalidNamespace,
     Stored,
@@ -90,8 +91,10 @@ async def run(
     max_bytes: int,
     ttl_config: TTLConfig | None,
     ops: Iterable[Op],
+    lease: Any = None,
 ) -> list[Result]:
-    """Every op's result, in order (None for a put)."""
+    """Every op's result, in order (None for a put); writes to the namespace named
+    like ``lease`` are made only while it holds its lock."""
     todo = list(ops)
     writes: dict[str, dict[str, tuple[int | None, bytes]]] = {}
     for op in todo:  # checked and encoded before anything is sent
@@ -140,7 +143,14 @@ async def run(
         elif isinstance(op, ListNamespacesOp):
             results[at] = await _list(space, op)
     for nsid, items in writes.items():
-        await space.put(nsid, [(key, ttl, data) for key, (ttl, data) in items.items()])
+        guarded = lease is not None and lease.name == nsid
+        guard = guard_args(lease, nsid, space.keys.lock(nsid))[1] if guarded else ""
+        await space.put(
+            nsid,
+            [(key, ttl, data) for key, (ttl, data) in items.items()],
+            guard,
+            lease if guarded else None,
+        )
     return results
 
 

@@ -11,7 +11,7 @@ round trip per server (a cluster: per primary).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Final
+from typing import Any, Final
 
 from ...core.connection import Connection
 from ...core.keys import KeySpace
@@ -60,15 +60,27 @@ class Namespaces:
             out.append((int(reply[0]), [item or None for item in reply[1:]]))
         return out
 
-    def put(self, nsid: str, writes: Sequence[tuple[str, int | None, bytes]]) -> int:
+    def put(
+        self,
+        nsid: str,
+        writes: Sequence[tuple[str, int | None, bytes]],
+        guard: str = "",
+        lease: Any = None,
+    ) -> int:
         """Each (key, ttl ms or None to delete, encoded value) in one step; announced to
-        the registry first when it creates the namespace. Returns the server time."""
-        keys = [*self._own(nsid), self.keys.memory(nsid, "tomb"), self.keys.memory(nsid, "writes")]
+        the registry first when it creates the namespace; with ``guard``, only while
+        ``lease`` holds the lock named like the namespace. Returns the server time."""
+        keys = [
+            *self._own(nsid),
+            self.keys.memory(nsid, "tomb"),
+            self.keys.memory(nsid, "writes"),
+            self.keys.lock(nsid),
+        ]
         gen = 0
         for _ in range(_ANNOUNCES + 1):
             wid = new_write_id()
-            args = put_args(self._conn.memory_ms, wid, gen, writes)
-            reply = self._conn.script(_PUT, keys, args, wid=wid)
+            args = put_args(self._conn.memory_ms, wid, gen, writes, guard)
+            reply = self._conn.script(_PUT, keys, args, wid=wid, lease=lease)
             if int(reply[0]) != 0:
                 return int(reply[1]) if len(reply) > 1 else 0
             gen = int(self._conn.script(_ANNOUNCE, self._registry(), [nsid]))
