@@ -216,6 +216,29 @@ def namespace(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture
+def stores(backend: Backend, namespace: str) -> Iterator[tuple[Any, Any]]:
+    """A sync Store and an AsyncStore on this test's backend and namespace (the
+    adapters' tests use both flavours side by side)."""
+    from redistate import AsyncStore, Store
+
+    sync, asyn = (
+        Store(backend.sync_client(), namespace=namespace),
+        AsyncStore(backend.async_client(), namespace=namespace),
+    )
+    yield sync, asyn
+    sync.close()
+
+
+def raw_keys(backend: Backend, namespace: str) -> list[bytes]:
+    """Every key of ``namespace``, sorted, read by a client of its own."""
+    raw = backend.raw()
+    try:
+        return sorted(raw.scan_iter(match=f"{namespace}:*", count=1000))
+    finally:
+        raw.close()
+
+
+@pytest.fixture
 def roundtrips(server_backend: Backend) -> Iterator[RoundTrips]:
     """Counts the commands clients send to the server, read from MONITOR."""
     counter = RoundTrips(server_backend.raw())

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import operator
 import os
-from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -20,7 +19,7 @@ from redistate import AsyncStore, InvalidId, LockLost, Store
 from redistate.adapters.langgraph.graph import PARTS
 from redistate.core.kinds import GRAPH_KEY
 from redistate.langgraph import RedisStateSaver
-from tests.conftest import Backend
+from tests.conftest import Backend, raw_keys
 
 
 class State(TypedDict):
@@ -41,24 +40,6 @@ def graph(saver: RedisStateSaver) -> Any:
 
 def thread(name: str) -> Any:
     return {"configurable": {"thread_id": name}}
-
-
-@pytest.fixture
-def stores(backend: Backend, namespace: str) -> Iterator[tuple[Store, AsyncStore]]:
-    sync, asyn = (
-        Store(backend.sync_client(), namespace=namespace),
-        AsyncStore(backend.async_client(), namespace=namespace),
-    )
-    yield sync, asyn
-    sync.close()
-
-
-def raw_keys(backend: Backend, namespace: str) -> list[bytes]:
-    raw = backend.raw()
-    try:
-        return sorted(raw.scan_iter(match=f"{namespace}:*", count=1000))
-    finally:
-        raw.close()
 
 
 def test_a_graph_run_with_the_sync_methods_is_read_back_by_the_async_ones(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -28,31 +27,13 @@ from langgraph.store.memory import InMemoryStore
 
 from redistate import AsyncStore, Store
 from redistate.langgraph import RedistateStore
-from tests.conftest import Backend
-
-
-@pytest.fixture
-def stores(backend: Backend, namespace: str) -> Iterator[tuple[Store, AsyncStore]]:
-    sync, asyn = (
-        Store(backend.sync_client(), namespace=namespace),
-        AsyncStore(backend.async_client(), namespace=namespace),
-    )
-    yield sync, asyn
-    sync.close()
+from tests.conftest import Backend, raw_keys
 
 
 def value(item: Item | None) -> Any:
     """The value of an item that must be there."""
     assert item is not None
     return item.value
-
-
-def raw_keys(backend: Backend, namespace: str) -> list[bytes]:
-    raw = backend.raw()
-    try:
-        return sorted(raw.scan_iter(match=f"{namespace}:*", count=1000))
-    finally:
-        raw.close()
 
 
 # Namespaces whose labels are prefixes of each other ("u" and "u1", "a" and "a.b"
@@ -267,6 +248,13 @@ def _server_ms(backend: Backend) -> int:
         raw.close()
 
 
+def _until_server_ms(backend: Backend, ms: int) -> None:
+    """Wait until the server's clock, the one expiry is judged by, reads ``ms`` (not a
+    sleep standing in for an event: the event is the server's time passing)."""
+    while _server_ms(backend) < ms:
+        threading.Event().wait(0.02)
+
+
 def test_a_ttl_is_set_with_the_write_and_refreshed_by_reads(
     stores: tuple[Store, AsyncStore], backend: Backend, namespace: str
 ) -> None:
@@ -303,10 +291,7 @@ def test_an_expired_item_is_never_returned(
     run.put(("users", "u"), "kept", {"v": 2})
     run.put(("users", "gone"), "short", {"v": 3}, ttl=0.002)
     created = _server_ms(backend)
-    # Waits on the server's clock, the one expiry is judged by (not a sleep standing in
-    # for an event: the event is the server's time passing 120 ms).
-    while _server_ms(backend) < created + 200:
-        threading.Event().wait(0.02)
+    _until_server_ms(backend, created + 200)
     assert run.get(("users", "u"), "short") is None
     assert run.get(("users", "gone"), "short") is None
     assert [i.key for i in run.search(("users",))] == ["kept"]
@@ -324,8 +309,7 @@ def test_sweep_deletes_expired_items_of_a_namespace_nobody_writes(
     run.put(("n",), "kept", {"v": 0})
     run.batch([PutOp(("n",), f"k{i}", {"v": i}, ttl=0.001) for i in range(5)])
     created = _server_ms(backend)
-    while _server_ms(backend) < created + 100:
-        threading.Event().wait(0.02)
+    _until_server_ms(backend, created + 100)
     raw = backend.raw()
     try:
         assert raw.hlen(f"{namespace}:memory:{{n}}") == 6  # expired, not yet deleted

@@ -74,8 +74,7 @@ def _labels(namespace: object) -> tuple[str, ...]:
         raise InvalidNamespaceError(str(exc)) from exc
 
 
-def _item(nsid: str, key: str, stored: Any, codec: Codec, kind: type[Item] = Item) -> Item:
-    found = Stored.parse(stored)
+def _item(nsid: str, key: str, found: Stored, codec: Codec, kind: type[Item] = Item) -> Item:
     value = codec.decode(found.data, context(nsid, key))
     return kind(
         value=value,
@@ -109,9 +108,12 @@ def run(
             data = codec.encode(op.value, context(nsid, key))
             if len(data) > max_bytes:
                 raise StateTooLarge(len(data), max_bytes, f"{nsid}/{key}")
-            ttl = op.ttl if isinstance(op.ttl, int | float) or op.ttl is None else None
-            if ttl is None and ttl_config and not isinstance(op.ttl, int | float | None):
-                ttl = ttl_config.get("default_ttl")
+            # BaseStore.put fills in the default; an op built by hand may say NOT_PROVIDED.
+            ttl = (
+                op.ttl
+                if op.ttl is None or isinstance(op.ttl, int | float)
+                else ((ttl_config or {}).get("default_ttl"))
+            )
             writes.setdefault(nsid, {}).pop(key, None)  # the last put of a key wins
             writes[nsid][key] = (ttl_ms(ttl), data)
         elif isinstance(op, GetOp):
@@ -135,7 +137,9 @@ def run(
     if gets:
         reads = [(namespace_id(op.namespace), [op.key], op.refresh_ttl) for _, op in gets]
         for (at, op), (nsid, _, _), (_, found) in zip(gets, reads, space.get(reads), strict=True):
-            results[at] = None if found[0] is None else _item(nsid, op.key, found[0], codec)
+            results[at] = (
+                None if found[0] is None else _item(nsid, op.key, Stored.parse(found[0]), codec)
+            )
     for at, op in enumerate(todo):
         if isinstance(op, SearchOp):
             results[at] = _search(space, codec, op)
@@ -162,10 +166,11 @@ def _search(space: Namespaces, codec: Codec, op: SearchOp) -> list[SearchItem]:
     for nsid, (_, items) in zip(nsids, space.read(nsids), strict=True):
         for raw_key, stored in items:
             key = raw_key.decode("utf-8", "surrogatepass")
-            item = _item(nsid, key, stored, codec, SearchItem)
+            parsed = Stored.parse(stored)
+            item = _item(nsid, key, parsed, codec, SearchItem)
             if matches(item.value, op.filter):
                 found.append(item)  # type: ignore[arg-type]
-                ttls[(nsid, key)] = Stored.parse(stored).ttl_ms
+                ttls[(nsid, key)] = parsed.ttl_ms
     # Newest first, as LangGraph's SQL stores order a search without a query.
     found.sort(key=lambda i: (-i.updated_at.timestamp(), i.namespace, i.key))
     page = found[op.offset : op.offset + op.limit]

@@ -53,9 +53,7 @@ class AsyncNamespaces:
         asked; all in one round trip per server."""
         calls = [(_GET, self._own(n), ["1" if r else "0", *keys]) for n, keys, r in reads]
         out = []
-        for reply in await self._conn.scripts(calls):
-            if isinstance(reply, Exception):
-                raise reply
+        for reply in _replies(await self._conn.scripts(calls)):
             out.append((int(reply[0]), [item or None for item in reply[1:]]))
         return out
 
@@ -90,9 +88,7 @@ class AsyncNamespaces:
         round trip per server."""
         replies = await self._conn.scripts([(_READ, self._own(n), ()) for n in nsids])
         out = []
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
+        for reply in _replies(replies):
             flat = reply[1:]
             out.append((int(reply[0]), list(zip(flat[::2], flat[1::2], strict=True))))
         return out
@@ -143,9 +139,7 @@ class AsyncNamespaces:
         while todo:  # a namespace with over 1,000 expired items takes several calls
             calls = [(_SWEEP, self._tombed(n), (read[n], "set")) for n in todo]
             again = []
-            for name, reply in zip(todo, await self._conn.scripts(calls), strict=True):
-                if isinstance(reply, Exception):
-                    raise reply
+            for name, reply in zip(todo, _replies(await self._conn.scripts(calls)), strict=True):
                 expired += int(reply[0])
                 if int(reply[1]) and read[name] != "0":
                     empty.append(name)
@@ -157,10 +151,16 @@ class AsyncNamespaces:
         pairs = [part for n in empty for part in (n, read[n])]
         forgotten = int(await self._conn.script(_FORGET, self._registry(), pairs))
         clear = [(_SWEEP, self._tombed(n), (read[n], "clear")) for n in empty]
-        for reply in await self._conn.scripts(clear):
-            if isinstance(reply, Exception):
-                raise reply
+        _replies(await self._conn.scripts(clear))
         return SweepReport(expired, forgotten)
 
     def _tombed(self, nsid: str) -> list[str]:
         return [*self._own(nsid), self.keys.memory(nsid, "tomb")]
+
+
+def _replies(replies: list[Any]) -> list[Any]:
+    """``conn.scripts``' replies, the first failed call's error raised."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
