@@ -8,20 +8,24 @@ consistent view), and writes each entity as it is read. Import checks the whole 
 first, against the store it goes to (backup_codec.Limits: the server's clock, read
 once, and the store's codec), then reads it again line by line and writes each entity
 with its own script (lua/import_*.lua in the kind's folder), the scripts of a batch
-in one round trip per server. Both stream: client memory is bounded by a batch, not
-by the number of keys or the size of the file. An import never deletes what the file
-does not replace: step records are merged, user indexes are a union, and an event
-stream, an Agents SDK session or a LangGraph thread that differs from the file's is
-refused unless ``force``. The second pass checks each line again before sending it,
-so a file changed between the passes never writes a line that fails the checks.
+in one round trip per server (a LangGraph store namespace is announced to its
+registry first: one more round trip, and again if a sweep was forgetting it). Both
+stream: client memory is bounded by a batch, not by the number of keys or the size of
+the file. An import never deletes what the file does not replace: step records are
+merged, user indexes are a union, a store namespace keeps items the file does not
+name, and an event stream, an Agents SDK session or a LangGraph thread that differs
+from the file's is refused unless ``force``. The second pass checks each line again
+before sending it, so a file changed between the passes never writes a line that
+fails the checks.
 Every command goes through the store's retrying connection.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from ..core.errors import IntegrityError, RedistateError
 from ..core.keys import KeySpace
@@ -39,7 +43,19 @@ from .backup_format import (
     now_ms,
     read_file,
 )
-from .backup_lines import Batch, Read, entity_line, import_call, plan, tally, time_left
+from .backup_lines import (
+    ANNOUNCES,
+    Batch,
+    Read,
+    again,
+    aged,
+    announcement,
+    entity_line,
+    import_call,
+    plan,
+    tally,
+    time_left,
+)
 from .reports import ExportReport, ImportReport
 
 if TYPE_CHECKING:
@@ -135,22 +151,46 @@ async def import_file(
         raise BadFile(f"{path}: no header line")
     keys = KeySpace(namespace or header.namespace)
     report = ImportReport(keys.namespace)
-    pending: list[tuple[Entity, Any, tuple[str, ...], tuple[Any, ...]]] = []
+    pending: list[tuple[Entity, int]] = []
     batch, pending_bytes = Batch(), 0
 
     async def flush() -> None:
-        replies = await conn.scripts([call[1:] for call in pending])
-        for (entity, *_), reply in zip(pending, replies, strict=True):
-            tally(report, entity, reply, store.address)
+        todo = pending
+        for _ in range(ANNOUNCES):
+            # A kind whose registry is in another slot announces its entities first.
+            announcing = [(n, announcement(keys, e)) for n, (e, _) in enumerate(todo)]
+            calls = [(n, call) for n, call in announcing if call is not None]
+            if calls:
+                replies = await conn.scripts([call for _, call in calls])
+                todo = list(todo)
+                for (n, _), reply in zip(calls, replies, strict=True):
+                    if isinstance(reply, Exception):
+                        raise reply
+                    todo[n] = (replace(todo[n][0], announced=int(reply)), todo[n][1])
+            replies = await conn.scripts([import_call(keys, e, t, force) for e, t in todo])
+            stale = []
+            for (entity, ttl_ms), reply in zip(todo, replies, strict=True):
+                if again(entity, reply):
+                    stale.append((entity, ttl_ms))  # a sweep was forgetting it: again
+                else:
+                    tally(report, entity, reply, store.address)
+            if not stale:
+                return
+            todo = stale
+        for entity, _ in todo:
+            problem = RedistateError(f"swept from the registry {ANNOUNCES} times in a row")
+            tally(report, entity, problem, store.address)
 
     for entity in read_file(path, progress, limits):
         if isinstance(entity, Header):
             continue
-        ttl_ms = time_left(entity, header.exported_ms, now_ms())
+        now = now_ms()
+        ttl_ms = time_left(entity, header.exported_ms, now)
         if ttl_ms is None:
             report.expired += 1
             continue
-        pending.append((entity, *import_call(keys, entity, ttl_ms, force)))
+        entity = aged(entity, header.exported_ms, now)
+        pending.append((entity, ttl_ms))
         pending_bytes += entity.size
         if len(pending) >= batch.size:
             await flush()

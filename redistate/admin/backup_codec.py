@@ -26,7 +26,7 @@ from ..core import kinds
 from ..core.codec import Codec
 from ..core.envelope import MAX_VERSION
 from ..core.keys import KeySpace, escape_id
-from ..core.scripts import Parsed, script
+from ..core.scripts import Parsed, Script, script
 from ..core.signing import SigningKeys
 
 if TYPE_CHECKING:
@@ -85,6 +85,9 @@ class Entity:
     events: tuple[tuple[str, dict[bytes, bytes]], ...] = ()  # events: (stream id, fields)
     anchor: Pairs = ()  # events: the trim anchor's fields (ANCHOR_FIELDS order); () none
     parts: tuple[Pairs, ...] = ()  # graph: each part's (field, value) or (member, score)
+    # memory: each item's (key, created ms, updated ms, ttl ms, ms left or None, value)
+    items: tuple[tuple[bytes, int, int, int, int | None, bytes], ...] = ()
+    announced: int = 0  # what LineCodec.announce's script replied (set by the importer)
 
     @property
     def label(self) -> str:
@@ -95,7 +98,8 @@ class Entity:
         """About how many bytes the import script is sent (a batch's budget)."""
         pairs = (*self.steps, *self.anchor, *(p for part in self.parts for p in part))
         fields = sum(len(v) for _, f in self.events for v in f.values())
-        return sum(map(len, self.data)) + sum(len(a) + len(b) for a, b in pairs) + fields
+        items = sum(len(item[0]) + len(item[5]) + 40 for item in self.items)
+        return sum(map(len, self.data)) + sum(len(a) + len(b) for a, b in pairs) + fields + items
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +174,24 @@ class LineCodec(ABC):
         self, keys: KeySpace, entity: Entity, ttl_ms: int, force: bool
     ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         """(KEYS, ARGV) of :meth:`script` importing ``entity`` (every key in its slot)."""
+
+    def aged(self, entity: Entity, elapsed_ms: int) -> Entity:
+        """``entity`` as it is ``elapsed_ms`` after the export started: for a kind whose
+        parts expire apart (the line's ``ttl_ms`` ages the whole entity)."""
+        return entity
+
+    def announce(
+        self, keys: KeySpace, entity: Entity
+    ) -> tuple[Script, tuple[str, ...], tuple[Any, ...]] | None:
+        """(script, KEYS, ARGV) to run before the import script, a round trip earlier
+        (a registry in another hash slot); its reply becomes ``entity.announced``.
+        None: nothing to announce."""
+        return None
+
+    def again(self, reply: ImportReply) -> bool:
+        """Whether the import script refused only because the announcement went stale
+        meanwhile: the importer announces again and resends."""
+        return False
 
     def script(self) -> Parsed[ImportReply]:
         """The import script: lua/import_<name>.lua in the kind's folder, its replies

@@ -15,15 +15,28 @@ from ..core import kinds
 from ..core._translate import translate
 from ..core.errors import IntegrityError, InvalidId, RedistateError
 from ..core.keys import KeySpace
-from ..core.scripts import Parsed
+from ..core.scripts import Parsed, Script
 from .backup_codec import Entity, ImportReply, Read, codec_of, line_codec
 from .reports import EXAMPLES, ExportReport, ImportReport
 
-__all__ = ["Batch", "Read", "entity_line", "import_call", "plan", "tally", "time_left"]
+__all__ = [
+    "ANNOUNCES",
+    "Batch",
+    "Read",
+    "aged",
+    "again",
+    "announcement",
+    "entity_line",
+    "import_call",
+    "plan",
+    "tally",
+    "time_left",
+]
 
 BATCH_BYTES: Final = 4 * 1024 * 1024  # aim of one read or write batch: bounds memory
 MAX_BATCH: Final = 512
 PROGRESS_KEYS: Final = 1000  # progress is reported in steps of this many keys
+ANNOUNCES: Final = 5  # an announcement gone stale this many times in a row: fail the line
 
 
 class Batch:
@@ -99,6 +112,26 @@ def import_call(
     if codec is None:  # parse_entity made it: never
         raise ValueError(f"unknown kind {entity.kind!r:.40}")
     return codec.script(), *codec.call(keys, entity, ttl_ms, force)
+
+
+def aged(entity: Entity, exported_ms: int, now: int) -> Entity:
+    """``entity`` as it is now, for a kind whose parts expire apart (LineCodec.aged)."""
+    codec = line_codec(entity.kind)
+    return entity if codec is None else codec.aged(entity, max(0, now - exported_ms))
+
+
+def announcement(
+    keys: KeySpace, entity: Entity
+) -> tuple[Script, tuple[str, ...], tuple[Any, ...]] | None:
+    """The script call that must precede ``entity``'s import (LineCodec.announce)."""
+    codec = line_codec(entity.kind)
+    return None if codec is None else codec.announce(keys, entity)
+
+
+def again(entity: Entity, reply: ImportReply | Exception) -> bool:
+    """Whether ``entity``'s import must be announced again and resent."""
+    codec = line_codec(entity.kind)
+    return not isinstance(reply, Exception) and codec is not None and codec.again(reply)
 
 
 def time_left(entity: Entity, exported_ms: int, now: int) -> int | None:

@@ -104,8 +104,12 @@ def _print_export(report: ExportReport, out_file: Path, stream: TextIO) -> None:
     where = "stdout" if str(out_file) == "-" else out_file
     _say(f"exported {total} ({what}) of namespace {report.namespace!r} to {where}", stream)
     if report.not_exported:
-        left = _count(report.not_exported, "held-lease, wake-list or write-memory key")
-        _say(f"left out {left}", stream)
+        left = _count(report.not_exported, "key")
+        _say(
+            f"left out {left} a restore does not need or rebuilds (held leases, wake"
+            " lists, write memories, the LangGraph store's registry)",
+            stream,
+        )
     for name, count in sorted(report.left_out.items()):
         kind = kinds.by_name(name)
         _say(

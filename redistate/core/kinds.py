@@ -242,7 +242,6 @@ MEMORY: Final = Kind(
     ("", "exp", "tomb", WRITES),
     "LangGraph store namespaces",
     skips={
-        Op.EXPORT: _MEMORY_NEXT,
         Op.ROTATE: _MEMORY_NEXT,
         Op.MIGRATE: "items are the application's own dicts, stored as LangGraph gives them",
         Op.ERASE: _MEMORY_NEXT,
@@ -255,7 +254,7 @@ MEMORY_NAMES: Final = Kind(
     ("", "gens"),
     "LangGraph store registries",
     skips={
-        Op.EXPORT: _MEMORY_NEXT,
+        Op.EXPORT: "rebuilt by import, which announces each namespace as a put does",
         Op.ROTATE: _NOT_ENCODED,
         Op.MIGRATE: _NOT_ENCODED,
         Op.ERASE: "an entry for a namespace erased goes at the next sweep",

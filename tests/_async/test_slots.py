@@ -157,6 +157,10 @@ async def test_every_script_and_transaction_stays_in_one_slot(
             {"kind": "graph", "id": entity, "ttl_ms": None, "parts": {
                 **{p: {} for p in ("cp", "blobs", "refs", "writes")},
                 "idx": [[b64encode(b"\0c1").decode(), 0]], "widx": [], "runs": []}},
+            {"kind": "memory", "id": f"users.{entity}", "ttl_ms": None, "items": [{
+                "key": b64encode(b"p").decode(), "created_ms": 1, "updated_ms": 1,
+                "lifetime_ms": 0, "ttl_ms": None,
+                "value": b64encode(store.codec.encode({}, b"")).decode()}]},
         ]  # fmt: skip
         for line in lines:
             await store._conn.script(*import_call(store.keys, parse_entity(line), 0, True))

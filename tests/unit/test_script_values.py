@@ -642,6 +642,10 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     # import_graph: written, the same content, refused
     (ImportReply.parse, [1, 1], ImportReply(True, 1), True),
     (ImportReply.parse, [0, 0], ImportReply(False, 0), False),
+    # import_memory: written (items changed), refused (stored items newer), announce again
+    (ImportReply.parse, [1, 2], ImportReply(True, 2), True),
+    (ImportReply.parse, [0, 1], ImportReply(False, 1), False),
+    (ImportReply.parse, [0, b"unannounced"], ImportReply(False, "unannounced"), False),
 ]
 
 IMPORT_SCRIPTS = frozenset(name for name in _files() if name.startswith("import_"))
@@ -722,7 +726,7 @@ def test_a_script_without_a_parser_returns_the_raw_reply_and_counts_as_a_write()
 def test_every_import_script_is_read_as_an_import_reply() -> None:
     # An import batch (Connection.scripts) returns each reply as its script reads it.
     bound = {codec.script().name: codec.script() for codec in codecs()}
-    assert set(bound) == IMPORT_SCRIPTS and len(IMPORT_SCRIPTS) == 7
+    assert set(bound) == IMPORT_SCRIPTS and len(IMPORT_SCRIPTS) == 8
     for name, lua in bound.items():
         assert isinstance(lua, Parsed)
         assert lua.parse == ImportReply.parse

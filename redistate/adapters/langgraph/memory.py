@@ -25,6 +25,7 @@ __all__ = [
     "MAX_TTL_MINUTES",
     "Stored",
     "SweepReport",
+    "context",
     "matches",
     "matches_condition",
     "namespace_id",
@@ -99,6 +100,12 @@ def check_key(key: object) -> str:
     if size > MAX_KEY_BYTES:
         raise ValueError(f"item key {key!r:.80} is {size} bytes; the limit is {MAX_KEY_BYTES}")
     return key
+
+
+def context(nsid: str, key: str) -> bytes:
+    """What the codec binds an item's value to (its place: an encrypted value moved to
+    another item does not decode)."""
+    return f"memory\0{nsid}\0{key}".encode("utf-8", "surrogatepass")
 
 
 def ttl_ms(minutes: object) -> int:

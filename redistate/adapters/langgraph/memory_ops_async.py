@@ -33,6 +33,7 @@ from .memory import (
     Stored,
     check_key,
     check_labels,
+    context,
     literal_prefix,
     matches,
     matches_condition,
@@ -51,12 +52,6 @@ NOT_SEMANTIC = (
     "RedistateStore has no semantic search: it stores no embeddings (plain Redis has no"
     " vector index); search with filter= instead, or use a store built on a vector index"
 )
-
-
-def context(nsid: str, key: str) -> bytes:
-    """What the codec binds an item's value to (its place: an encrypted value moved to
-    another item does not decode)."""
-    return f"memory\0{nsid}\0{key}".encode("utf-8", "surrogatepass")
 
 
 def _nsid(namespace: object) -> str:
