@@ -23,6 +23,7 @@ from redistate.core import kinds
 from redistate.core.encryption import key_id
 from redistate.core.kinds import Kind, Op
 from redistate.core.scripts import script
+from redistate.langgraph import RedistateStore
 from tests.conftest import Backend
 
 A, B = os.urandom(32), os.urandom(32)
@@ -92,6 +93,23 @@ def _write_agents(store: Store) -> None:
     assert asyncio.run(session.pop_item()) == {"role": "user", "content": "popped"}
 
 
+def _write_memory(store: Store) -> None:
+    memory = RedistateStore(store)
+    memory.put(("users", "u1"), "profile", {"name": "ann"}, ttl=10)
+    memory.put(("users", "u1"), "prefs", {"tone": "dry"})
+    memory.put(("users", "u2"), "profile", {"name": "bo"})
+
+
+def _read_memory(store: Store) -> Any:
+    memory = RedistateStore(store)
+    found = [
+        (i.namespace, i.key, i.value, i.created_at, i.updated_at)
+        for i in memory.search(("users",), refresh_ttl=False)
+    ]
+    exp = store._conn.idempotent("ZSCORE", store.keys.memory("users.u1", "exp"), "profile")
+    return sorted(found), exp  # values, times and the expiry: all kept
+
+
 def _read_session(store: Store) -> Any:
     return store.sessions.get("s1")  # the record: data, version and expiry
 
@@ -145,8 +163,9 @@ WRITERS: dict[Kind, tuple[Writer, Reader]] = {
     kinds.STEPS: (_write_steps, _read_steps),
     kinds.EVENTS: (_write_events, _read_events),
     kinds.AGENTS: (_write_agents, _read_agents),
+    kinds.MEMORY: (_write_memory, _read_memory),
 }
-COUNTS = ("records", "checkpoints", "deltas", "steps", "events", "agent_items")
+COUNTS = ("records", "checkpoints", "deltas", "steps", "events", "agent_items", "memory_items")
 
 
 def test_every_kind_rotate_keys_applies_to_is_written_here() -> None:
@@ -166,9 +185,10 @@ def test_after_rotate_keys_every_kind_reads_with_the_new_keys_alone(
     first = both.admin.rotate_keys()
     assert first.unverified == [] and first.changed == 0
     # 3 records, 2 checkpoints, 3 deltas (1 by the run), 2 steps, 2 events and the
-    # anchor, 4 items (the popped one is no item any more)
+    # anchor, 4 items (the popped one is no item any more), 3 store items
     assert {name: getattr(first, name) for name in COUNTS} == {
-        "records": 3, "checkpoints": 2, "deltas": 3, "steps": 2, "events": 3, "agent_items": 4
+        "records": 3, "checkpoints": 2, "deltas": 3, "steps": 2, "events": 3, "agent_items": 4,
+        "memory_items": 3,
     }  # fmt: skip
     assert set(first.old_keys) == {"a"}
     second = both.admin.rotate_keys()
@@ -213,4 +233,42 @@ def test_agents_items_popped_trimmed_or_added_meanwhile_are_left_to_the_next_run
     new = _store(backend, namespace, {"b": B}, {"s2": S2})
     assert asyncio.run(_agents(new).get_items()) == [_item(2), _item(4), _item(5)]
     for store in (old, both, new):
+        store.close()
+
+
+def test_store_items_written_or_deleted_meanwhile_are_left_to_the_next_run(
+    backend: Backend, namespace: str
+) -> None:
+    from redistate.adapters.langgraph.memory import recoded_items as recoded_memory
+
+    old = _store(backend, namespace, {"a": A}, {"s1": S1})
+    memory = RedistateStore(old)
+    for key in ("k1", "k2", "k3"):
+        memory.put(("users", "u1"), key, {"v": key}, ttl=10)
+    both = _store(backend, namespace, {"b": B, "a": A}, {"s2": S2, "s1": S1})
+    codec = both.codec
+    assert isinstance(codec, EncryptedCodec)
+    key, raw = old.keys.memory("users.u1"), backend.raw()
+    triples, current = recoded_memory(
+        "users.u1", list(raw.hgetall(key).items()), codec, codec.current
+    )
+    assert (len(triples), current) == (9, 0)
+    # Between the read and the script: k2 written anew (old key), k3 deleted.
+    memory.put(("users", "u1"), "k2", {"v": "k2 again"}, ttl=10)
+    memory.delete(("users", "u1"), "k3")
+    expiry = raw.zscore(old.keys.memory("users.u1", "exp"), "k1")
+    assert both._conn.script(script("memory_recode"), (key,), triples) == 1
+    assert raw.zscore(old.keys.memory("users.u1", "exp"), "k1") == expiry  # kept
+    assert not raw.hexists(key, "k3")  # a deleted item is not brought back
+
+    report = both.admin.rotate_keys()  # the next run moves k2
+    assert (report.memory_items, report.current, report.changed) == (1, 1, 0)
+    fresh = _store(backend, namespace, {"b": B}, {"s2": S2})
+    new = RedistateStore(fresh)
+    assert [(i.key, i.value) for i in new.search(("users",), refresh_ttl=False)] == [
+        ("k2", {"v": "k2 again"}),
+        ("k1", {"v": "k1"}),
+    ]
+    raw.close()
+    for store in (old, both, fresh):
         store.close()

@@ -95,6 +95,7 @@ class RotateReport:
     deltas: int = 0
     steps: int = 0  # durable step records (run.step)
     agent_items: int = 0  # OpenAI Agents SDK session items (redistate.agents)
+    memory_items: int = 0  # LangGraph store items (redistate.langgraph.RedistateStore)
     current: int = 0
     changed: int = 0
     keys_seen: int = 0

@@ -242,7 +242,6 @@ MEMORY: Final = Kind(
     ("", "exp", "tomb", WRITES),
     "LangGraph store namespaces",
     skips={
-        Op.ROTATE: _MEMORY_NEXT,
         Op.MIGRATE: "items are the application's own dicts, stored as LangGraph gives them",
         Op.ERASE: _MEMORY_NEXT,
     },

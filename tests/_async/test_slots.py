@@ -138,6 +138,9 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         ):
             await memory_ops_async.run(space, store.codec, 1 << 20, None, [op])
         await space.sweep()
+        await store._conn.script(  # rotate-keys
+            script("memory_recode"), (store.keys.memory(f"users.{entity}"),), (b"k", b"1", b"2")
+        )
         # redistate import: one script per entity, with the keys import_call chooses.
         await store.users.put(entity, {"n": 1})
         value = await store._conn.get(store.keys.record("user", entity))

@@ -139,6 +139,9 @@ def test_every_script_and_transaction_stays_in_one_slot(
         ):
             memory_ops.run(space, store.codec, 1 << 20, None, [op])
         space.sweep()
+        store._conn.script(  # rotate-keys
+            script("memory_recode"), (store.keys.memory(f"users.{entity}"),), (b"k", b"1", b"2")
+        )
         # redistate import: one script per entity, with the keys import_call chooses.
         store.users.put(entity, {"n": 1})
         value = store._conn.get(store.keys.record("user", entity))

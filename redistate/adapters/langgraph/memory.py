@@ -12,11 +12,12 @@ namespaces.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from ...core.codec import Codec
 from ...core.errors import InvalidId
 from ...core.keys import MAX_ID_BYTES, escape_id
 
@@ -30,6 +31,7 @@ __all__ = [
     "matches_condition",
     "namespace_id",
     "namespace_of",
+    "recoded_items",
     "ttl_ms",
 ]
 
@@ -244,6 +246,28 @@ def name_range(prefix: tuple[str, ...]) -> tuple[str, str]:
 def under(namespace: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
     """Whether ``namespace`` starts with every label of ``prefix`` (exactly)."""
     return namespace[: len(prefix)] == prefix
+
+
+def recoded_items(
+    nsid: str, items: Sequence[tuple[bytes, bytes]], codec: Codec, current: Callable[[bytes], bool]
+) -> tuple[list[bytes], int]:
+    """(key, old, new) triples for ``lua/memory_recode.lua``, one per item of namespace
+    ``nsid`` whose value is not under the primary key (times and ttl kept), and how
+    many were current.
+
+    Raises:
+        IntegrityError: a value that does not decrypt with any known key.
+    """
+    triples: list[bytes] = []
+    for key, raw in items:
+        stored = Stored.parse(raw)
+        if current(stored.data):
+            continue
+        where = context(nsid, bytes(key).decode("utf-8", "surrogatepass"))
+        data = codec.encode(codec.decode(stored.data, where), where)
+        head = b"%d:%d:%d:" % (stored.created_ms, stored.updated_ms, stored.ttl_ms)
+        triples += [bytes(key), bytes(raw), head + data]
+    return triples, len(items) - len(triples) // 3
 
 
 @dataclass(frozen=True, slots=True)
