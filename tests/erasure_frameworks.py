@@ -13,7 +13,7 @@ from langgraph.graph import END, START, StateGraph
 
 from redistate import AsyncStore, Store
 from redistate.agents import RedistateSession
-from redistate.langgraph import RedisStateSaver
+from redistate.langgraph import RedisStateSaver, RedistateStore
 
 ITEMS: list[Any] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
 
@@ -38,12 +38,15 @@ def config(thread_id: str, user: str) -> Any:
 
 
 async def async_framework_data(store: AsyncStore, user: str) -> None:
-    """An Agents SDK session ``<user>-a1`` and a LangGraph thread ``<user>-g1``."""
+    """An Agents SDK session ``<user>-a1``, a LangGraph thread ``<user>-g1`` and a
+    LangGraph store namespace ``(<user>-m, facts)``."""
     session = RedistateSession(f"{user}-a1", store=store, user=user)
     await session.add_items(ITEMS)
     saver = RedisStateSaver(store, user_key="user_id")
     out = await graph(saver).ainvoke({"steps": []}, config(f"{user}-g1", user))
     assert out["steps"] == ["plan", "write"]
+    memory = RedistateStore(store, user=lambda ns: ns[0].removesuffix("-m"))
+    await memory.aput((f"{user}-m", "facts"), "likes", {"tea": True}, ttl=10)
 
 
 def sync_framework_data(store: Store, user: str) -> None:
@@ -53,3 +56,5 @@ def sync_framework_data(store: Store, user: str) -> None:
     saver = RedisStateSaver(store, user_key="user_id")
     out = graph(saver).invoke({"steps": []}, config(f"{user}-g1", user))
     assert out["steps"] == ["plan", "write"]
+    memory = RedistateStore(store, user=lambda ns: ns[0].removesuffix("-m"))
+    memory.put((f"{user}-m", "facts"), "likes", {"tea": True}, ttl=10)

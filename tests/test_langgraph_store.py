@@ -525,3 +525,56 @@ def test_a_store_with_a_lease_writes_its_namespace_only_while_the_lease_holds_it
     with pytest.raises(ValueError, match=r"another namespace"):
         RedistateStore(other).with_lease(Store(backend.sync_client(), namespace="x").lock("y"))
     other.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_users_namespaces_are_registered_before_their_puts_and_erased_with_them(
+    stores: tuple[Store, AsyncStore], backend: Backend, namespace: str, flavour: str
+) -> None:
+    sync, asyn = stores
+    memory = RedistateStore(sync if flavour == "sync" else asyn, user=1)
+
+    async def puts() -> None:
+        await memory.aput(("users", "u1"), "profile", {"name": "Ada"}, ttl=10)
+        await memory.aput(("users", "u1", "notes"), "n1", {"text": "tea"})
+        await memory.aput(("users", "u2"), "profile", {"name": "Bo"})
+        await memory.aput(("shared",), "motd", {"text": "hi"})  # no label 1: nobody's
+        await memory.adelete(("users", "u3"), "profile")  # a delete registers nothing
+
+    if flavour == "sync":
+        memory.put(("users", "u1"), "profile", {"name": "Ada"}, ttl=10)
+        memory.put(("users", "u1", "notes"), "n1", {"text": "tea"})
+        memory.put(("users", "u2"), "profile", {"name": "Bo"})
+        memory.put(("shared",), "motd", {"text": "hi"})
+        memory.delete(("users", "u3"), "profile")
+    else:
+        asyncio.run(puts())
+    index = sync._conn.idempotent("SMEMBERS", sync.keys.user_index("u1"))
+    assert sorted(index) == [b"memory:users.u1", b"memory:users.u1.notes"]
+    assert sync._conn.idempotent("EXISTS", sync.keys.user_index("u3")) == 0
+
+    report = sync.users.erase("u1")
+
+    assert report.deleted == {"memory": ["users.u1", "users.u1.notes"]}
+    reader = RedistateStore(sync)
+    assert reader.get(("users", "u1"), "profile") is None
+    assert [i.namespace for i in reader.search(("users",))] == [("users", "u2")]
+    assert reader.list_namespaces() == [("shared",), ("users", "u2")]  # before any sweep
+    assert not [k for k in raw_keys(backend, namespace) if b"u1" in k and b"memory:" in k]
+    assert reader.sweep().forgotten == 2  # the registry's entries go at the next sweep
+
+
+def test_a_bad_user_is_refused_before_anything_is_written(
+    stores: tuple[Store, AsyncStore], backend: Backend, namespace: str
+) -> None:
+    from redistate import InvalidId
+
+    sync, _ = stores
+    with pytest.raises(TypeError, match="label index"):
+        RedistateStore(sync, user="users")  # type: ignore[arg-type]
+    before = raw_keys(backend, namespace)
+    with pytest.raises(InvalidId, match=r"the user of namespace 'users\.u1'"):
+        RedistateStore(sync, user=lambda ns: "x" * 600).put(("users", "u1"), "p", {"v": 1})
+    with pytest.raises(TypeError, match="not a str or None"):
+        RedistateStore(sync, user=lambda ns: 7).put(("users", "u1"), "p", {"v": 1})  # type: ignore[arg-type,return-value]
+    assert raw_keys(backend, namespace) == before

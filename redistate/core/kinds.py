@@ -99,6 +99,9 @@ class Kind:
     # The part every entity has, for a kind without a main key ("" in parts): what
     # stats counts an entity by (a LangGraph thread: its index).
     main: str = ""
+    # Parts users.erase leaves: they hold no user data, and deleting one would break a
+    # protocol (a store namespace's sweep tomb, read by a put racing a sweep).
+    erase_keeps: tuple[str, ...] = ()
 
     def applies(self, op: Op) -> bool:
         """Whether ``op`` handles this kind (else ``skips[op]`` says why not)."""
@@ -235,17 +238,17 @@ GRAPH: Final = Kind(
 # A kind whose skip reason starts with NOT_YET is data an operation leaves out for now:
 # export reports its keys by kind, loudly (ExportReport.left_out), not as plumbing.
 NOT_YET: Final = "not yet"
-_MEMORY_NEXT = f"{NOT_YET}: the LangGraph store is new (issue 22 continues)"
 MEMORY: Final = Kind(
     "memory",
     MEMORY_KEY,
     ("", "exp", "tomb", WRITES),
     "LangGraph store namespaces",
+    registered=True,
     skips={
         Op.MIGRATE: "items are the application's own dicts, stored as LangGraph gives them",
-        Op.ERASE: _MEMORY_NEXT,
     },
     home="adapters.langgraph",
+    erase_keeps=("tomb",),
 )
 MEMORY_NAMES: Final = Kind(
     "memory-names",

@@ -1,7 +1,8 @@
 """Per-user erasure, the pure half: what a user's index holds and which keys go with it.
 
 ``put(..., user=)``, ``checkpoints.save(..., user=)``, ``events.append(..., user=)``,
-``RedistateSession(..., user=)`` and ``RedisStateSaver(..., user_key=)`` add
+``RedistateSession(..., user=)``, ``RedisStateSaver(..., user_key=)`` and
+``RedistateStore(..., user=)`` add
 ``<key kind or collection name>:<id>`` to the user's index (``KeySpace.user_index``)
 before they write, so an interrupted write leaves at most an index entry for nothing,
 never data the index misses. ``users.erase`` deletes every listed entity (every key
@@ -63,6 +64,8 @@ def entity_keys(keys: KeySpace, item: str) -> tuple[list[str], list[str]]:
                 continue
             built = kind.keys_of(keys, entity_id, collection=collection)
             for part, key in zip(kind.parts, built, strict=True):
+                if part in kind.erase_keeps:
+                    continue
                 # WRITES after a main key is its write memory (KeySpace.writes), kept
                 # apart so that a memory alone is not reported as data; a kind without
                 # a main key (a LangGraph thread) names data that way.

@@ -84,8 +84,9 @@ def test_erase_deletes_everything_registered_to_the_user_and_nothing_else(
         kinds.EVENTS_KEY: ["u1-t1"],
         kinds.AGENTS_KEY: ["u1-a1"],
         kinds.GRAPH_KEY: ["u1-g1"],
+        kinds.MEMORY_KEY: ["u1-m.facts"],
     }
-    assert report.missing == [] and report.count == 8
+    assert report.missing == [] and report.count == 9
     after = scan(backend, store)
     # Only keys of others remain, and the task run's lease and fence (never registered).
     gone = {

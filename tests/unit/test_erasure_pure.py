@@ -20,11 +20,22 @@ def test_each_registered_kind_names_every_key_of_its_entity() -> None:
         assert owner(name) is kind
         data, memory = entity_keys(KEYS, entry(name, "a"))
         sharing = [k for k in kinds.KINDS if k.key == kind.key]
-        every = [key for k in sharing for key in k.keys_of(KEYS, "a", collection=name)]
+        every = [
+            key
+            for k in sharing
+            for part, key in zip(k.parts, k.keys_of(KEYS, "a", collection=name), strict=True)
+            if part not in k.erase_keeps  # no user data, part of a protocol (a tomb)
+        ]
         assert sorted(data + memory) == sorted(every)
         # The write memory is kept apart only where there is a main key it belongs to.
         assert memory == ([KEYS.writes(kind.key_of(KEYS, "a", "", name))] if "" in kind.parts
                           else [])  # fmt: skip
+
+
+def test_a_store_namespaces_sweep_tomb_is_left_by_erasure() -> None:
+    data, memory = entity_keys(KEYS, entry(kinds.MEMORY_KEY, "users.u1"))
+    assert KEYS.memory("users.u1", "tomb") not in data + memory
+    assert data == [KEYS.memory("users.u1"), KEYS.memory("users.u1", "exp")]
 
 
 def test_a_tasks_keys_include_its_step_records() -> None:

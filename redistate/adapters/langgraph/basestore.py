@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from langgraph.store.base import BaseStore, Op, Result, TTLConfig
@@ -21,7 +21,7 @@ from ...leases.spec import guard_args
 from ...store import Store
 from ...store_async import AsyncStore
 from . import memory_ops, memory_ops_async
-from .memory import SweepReport
+from .memory import Owners, SweepReport
 from .namespaces import Namespaces
 from .namespaces_async import AsyncNamespaces
 
@@ -38,6 +38,12 @@ class RedistateStore(BaseStore):
     ``ttl`` (minutes) overrides it. ``index=`` (semantic search) is refused: nothing
     here stores embeddings.
 
+    ``user=`` registers each namespace a put writes to the user it belongs to, for
+    ``store.users.erase(user)``: the index of the label holding the user id (``user=1``
+    for ``("users", uid)``) or a function of the namespace returning the id or None.
+    The namespace is registered before its first put (one SADD per namespace and
+    process); erasure deletes its items.
+
     Call ``sweep()`` now and then (or ``start_ttl_sweeper()``) to delete expired items
     of namespaces nobody writes and take emptied namespaces out of the registry; reads
     never return an expired item either way.
@@ -51,6 +57,7 @@ class RedistateStore(BaseStore):
         *,
         ttl: TTLConfig | None = None,
         index: Any = None,
+        user: int | Callable[[tuple[str, ...]], str | None] | None = None,
     ) -> None:
         if index is not None:
             raise NotImplementedError(memory_ops_async.NOT_SEMANTIC)
@@ -68,6 +75,7 @@ class RedistateStore(BaseStore):
             self._sync = store.memory_namespaces()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lease: Any = None
+        self._owners = None if user is None else Owners(user)  # shared by with_lease clones
         self._sweeper: tuple[threading.Thread, threading.Event] | None = None
 
     def with_lease(self, lease: Any) -> RedistateStore:
@@ -86,7 +94,13 @@ class RedistateStore(BaseStore):
         """Run ``ops`` (reads first, then puts) and return their results in order."""
         if self._sync is not None:
             return memory_ops.run(
-                self._sync, self._codec, self._max_bytes, self.ttl_config, ops, self._lease
+                self._sync,
+                self._codec,
+                self._max_bytes,
+                self.ttl_config,
+                ops,
+                self._lease,
+                self._owners,
             )
         loop = self._loop
         if loop is None or loop.is_closed():
@@ -111,7 +125,13 @@ class RedistateStore(BaseStore):
             return await asyncio.to_thread(self.batch, list(ops))
         self._loop = asyncio.get_running_loop()
         return await memory_ops_async.run(
-            self._async, self._codec, self._max_bytes, self.ttl_config, ops, self._lease
+            self._async,
+            self._codec,
+            self._max_bytes,
+            self.ttl_config,
+            ops,
+            self._lease,
+            self._owners,
         )
 
     def sweep(self) -> SweepReport:

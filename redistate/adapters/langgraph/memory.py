@@ -19,9 +19,10 @@ from typing import Any, Final
 
 from ...core.codec import Codec
 from ...core.errors import InvalidId
-from ...core.keys import MAX_ID_BYTES, escape_id
+from ...core.keys import MAX_ID_BYTES, KeySpace, escape_id
 
 __all__ = [
+    "Owners",
     "MAX_KEY_BYTES",
     "MAX_TTL_MINUTES",
     "Stored",
@@ -246,6 +247,64 @@ def name_range(prefix: tuple[str, ...]) -> tuple[str, str]:
 def under(namespace: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
     """Whether ``namespace`` starts with every label of ``prefix`` (exactly)."""
     return namespace[: len(prefix)] == prefix
+
+
+class Owners:
+    """Which user each namespace belongs to, for ``users.erase``: ``user`` is the index
+    of the label holding the user id (``1`` for ``("users", uid)``) or a function of
+    the namespace returning the user id or None. Remembers (user, namespace) pairs
+    registered by this process, so a namespace costs one SADD per process."""
+
+    __slots__ = ("_registered", "_user")
+
+    _REMEMBERED: Final = 10_000
+
+    def __init__(self, user: int | Callable[[tuple[str, ...]], str | None]) -> None:
+        if isinstance(user, bool) or not ((isinstance(user, int) and user >= 0) or callable(user)):
+            raise TypeError(
+                "user must be a label index (an int >= 0) or a function of the namespace"
+                f" returning the user id, got {user!r:.80}"
+            )
+        self._user = user
+        self._registered: set[tuple[str, str]] = set()
+
+    def user_of(self, nsid: str) -> str | None:
+        """The user namespace ``nsid`` belongs to, or None (not a user's)."""
+        labels = namespace_of(nsid)
+        if isinstance(self._user, int):
+            return labels[self._user] if self._user < len(labels) else None
+        found = self._user(labels)
+        if found is not None and not isinstance(found, str):
+            raise TypeError(f"user({labels!r:.80}) returned {found!r:.80}, not a str or None")
+        return found
+
+    def unregistered(
+        self, keys: KeySpace, writes: Mapping[str, Mapping[str, tuple[int | None, bytes]]]
+    ) -> dict[str, str]:
+        """namespace -> user, for each namespace of a batch's puts that has a user and
+        is not registered by this process yet (deletes register nothing).
+
+        Raises:
+            InvalidId: a user id that is not a valid id (nothing is written).
+        """
+        out: dict[str, str] = {}
+        for nsid, items in writes.items():
+            if all(ttl is None for ttl, _ in items.values()):
+                continue
+            user = self.user_of(nsid)
+            if user is None or (user, nsid) in self._registered:
+                continue
+            try:
+                keys.user_index(user)
+            except InvalidId as exc:
+                raise InvalidId(f"the user of namespace {nsid!r:.80}: {exc}") from None
+            out[nsid] = user
+        return out
+
+    def remember(self, user: str, nsid: str) -> None:
+        if len(self._registered) >= self._REMEMBERED:
+            self._registered.clear()  # forgetting costs one more SADD, never an entry
+        self._registered.add((user, nsid))
 
 
 def recoded_items(

@@ -30,6 +30,7 @@ from ...core.errors import StateTooLarge
 from ...leases.spec import guard_args
 from .memory import (
     InvalidNamespace,
+    Owners,
     Stored,
     check_key,
     check_labels,
@@ -86,9 +87,11 @@ async def run(
     ttl_config: TTLConfig | None,
     ops: Iterable[Op],
     lease: Any = None,
+    owners: Owners | None = None,
 ) -> list[Result]:
     """Every op's result, in order (None for a put); writes to the namespace named
-    like ``lease`` are made only while it holds its lock."""
+    like ``lease`` are made only while it holds its lock; a namespace ``owners`` names
+    a user for is registered to that user before its first put."""
     todo = list(ops)
     writes: dict[str, dict[str, tuple[int | None, bytes]]] = {}
     for op in todo:  # checked and encoded before anything is sent
@@ -126,6 +129,7 @@ async def run(
                     raise ValueError(f"match_type must be prefix or suffix: {condition!r}")
         else:
             raise TypeError(f"unknown store operation {type(op).__name__}: {op!r:.80}")
+    users = {} if owners is None else owners.unregistered(space.keys, writes)
     results: list[Result] = [None] * len(todo)
     gets = [(at, op) for at, op in enumerate(todo) if isinstance(op, GetOp)]
     if gets:
@@ -142,6 +146,10 @@ async def run(
         elif isinstance(op, ListNamespacesOp):
             results[at] = await _list(space, op)
     for nsid, items in writes.items():
+        user = users.get(nsid)
+        if user is not None and owners is not None:
+            await space.register(user, nsid)  # before the put: erase never misses it
+            owners.remember(user, nsid)
         guarded = lease is not None and lease.name == nsid
         guard = guard_args(lease, nsid, space.keys.lock(nsid))[1] if guarded else ""
         await space.put(

@@ -15,7 +15,10 @@ from typing import Any, Final
 
 from ...core.connection import Connection
 from ...core.keys import KeySpace
+from ...core.kinds import MEMORY_KEY
 from ...core.scripts import script
+from ...records.collection import register
+from ...records.erasure import entry
 from ...records.spec import new_write_id
 from .memory import SweepReport, put_args
 
@@ -45,6 +48,10 @@ class Namespaces:
 
     def _registry(self) -> list[str]:
         return [self.keys.memory_names(), self.keys.memory_names("gens")]
+
+    def register(self, user: str, nsid: str) -> None:
+        """Add the namespace to ``user``'s index, before the put it registers."""
+        register(self._conn, self.keys, user, entry(MEMORY_KEY, nsid))
 
     def get(
         self, reads: Sequence[tuple[str, Sequence[str], bool]]

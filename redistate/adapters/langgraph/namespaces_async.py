@@ -14,7 +14,10 @@ from typing import Any, Final
 
 from ...core.connection_async import AsyncConnection
 from ...core.keys import KeySpace
+from ...core.kinds import MEMORY_KEY
 from ...core.scripts import script
+from ...records.collection_async import register
+from ...records.erasure import entry
 from ...records.spec import new_write_id
 from .memory import SweepReport, put_args
 
@@ -44,6 +47,10 @@ class AsyncNamespaces:
 
     def _registry(self) -> list[str]:
         return [self.keys.memory_names(), self.keys.memory_names("gens")]
+
+    async def register(self, user: str, nsid: str) -> None:
+        """Add the namespace to ``user``'s index, before the put it registers."""
+        await register(self._conn, self.keys, user, entry(MEMORY_KEY, nsid))
 
     async def get(
         self, reads: Sequence[tuple[str, Sequence[str], bool]]
