@@ -158,8 +158,11 @@ async def import_file(
         todo = pending
         for _ in range(ANNOUNCES):
             # A kind whose registry is in another slot announces its entities first.
-            announcing = [(n, announcement(keys, e)) for n, (e, _) in enumerate(todo)]
-            calls = [(n, call) for n, call in announcing if call is not None]
+            calls = [
+                (n, call)
+                for n, (entity, _) in enumerate(todo)
+                if (call := announcement(keys, entity)) is not None
+            ]
             if calls:
                 replies = await conn.scripts([call for _, call in calls])
                 todo = list(todo)
