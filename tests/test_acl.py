@@ -260,6 +260,24 @@ def _saved(admin: Store, denied: Store) -> tuple[RedisStateSaver, Any]:
     return RedisStateSaver(denied), saved
 
 
+def _chained(admin: Store, denied: Store) -> RedisStateSaver:
+    """A LangGraph thread of two checkpoints, the first with a write and a value (by
+    the admin): a history walk reads each part of it. The denied user's saver."""
+    saver = RedisStateSaver(admin)
+    first = empty_checkpoint()
+    first["channel_values"] = {"steps": ["a"]}
+    first["channel_versions"] = {"steps": saver.get_next_version(None, None)}
+    saved = saver.put(_thread("g"), first, {"step": -1}, first["channel_versions"])
+    saver.put_writes(saved, [("steps", ["b"])], "t1")
+    saver.put(saved, empty_checkpoint(), {"step": 0}, {})
+    # Redis 7 moves a hash's incremental rehash on at each lookup, which reorders its
+    # DUMP though no field changed: finish it here, or a denied read (after a few
+    # HGETs of the cp hash) would count as a partial write.
+    for _ in range(16):
+        admin.client.hexists(admin.keys.graph_thread("g", "cp"), "delta")
+    return RedisStateSaver(denied)
+
+
 def _put_checkpoint(store: Store, context: Any) -> None:
     saver, saved = context
     checkpoint = {**empty_checkpoint(), "channel_values": {"steps": ["a"]}}
@@ -346,6 +364,10 @@ OPERATIONS: dict[str, tuple[Setup, Operation]] = {
     "langgraph put_writes": (_saved, lambda s, c: c[0].put_writes(c[1], [("steps", ["b"])], "t1")),
     "langgraph get_tuple": (_saved, lambda s, c: c[0].get_tuple(_thread("g"))),
     "langgraph list": (_saved, lambda s, c: list(c[0].list(_thread("g")))),
+    "langgraph get_delta_channel_history": (
+        _chained,
+        lambda s, c: c.get_delta_channel_history(config=_thread("g"), channels=["steps"]),
+    ),
     "langgraph copy_thread": (_saved, lambda s, c: c[0].copy_thread("g", "g2")),
     "langgraph delete_thread": (_saved, lambda s, c: c[0].delete_thread("g")),
     "agents add_items": (

@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.channels import DeltaChannel
-from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.graph import END, START, StateGraph
@@ -20,6 +20,7 @@ from redistate.adapters.langgraph.graph import PARTS
 from redistate.core.kinds import GRAPH_KEY
 from redistate.langgraph import RedisStateSaver
 from tests.conftest import Backend, raw_keys
+from tests.roundtrips import RoundTrips
 
 
 class State(TypedDict):
@@ -511,3 +512,247 @@ def test_one_id_where_a_list_belongs_is_refused(stores: tuple[Store, AsyncStore]
     for call in (saver.prune, saver.delete_for_runs):
         with pytest.raises(TypeError, match="must be a sequence of ids"):
             call("ab")
+
+
+# -- get_delta_channel_history: the base class's result, in one round trip ---------------
+
+
+class Notes(TypedDict):
+    notes: Annotated[list[str], DeltaChannel(extend, snapshot_frequency=2)]
+    count: Annotated[int, operator.add]
+
+
+def notes_graph(saver: Any) -> Any:
+    """Delta channel writes in every shape a run makes them: input, one node, two in
+    parallel (one super-step, ordered by task path), a subgraph (its own namespace)."""
+    inner = StateGraph(Notes)
+    inner.add_node("deep", lambda s: {"notes": ["deep"], "count": 1})
+    inner.add_edge(START, "deep")
+    inner.add_edge("deep", END)
+    builder = StateGraph(Notes)
+    builder.add_node("plan", lambda s: {"notes": ["plan"], "count": 1})
+    builder.add_node("left", lambda s: {"notes": ["left"]})
+    builder.add_node("right", lambda s: {"notes": ["right"], "count": 1})
+    builder.add_node("sub", inner.compile())
+    builder.add_edge(START, "plan")
+    builder.add_edge("plan", "left")
+    builder.add_edge("plan", "right")
+    builder.add_edge(["left", "right"], "sub")
+    builder.add_edge("sub", END)
+    return builder.compile(checkpointer=saver)
+
+
+# Asked for: a delta channel, a plain one, one never written, the first again.
+ASKED = ["notes", "count", "never", "notes"]
+
+
+def history_configs(saver: RedisStateSaver, thread_id: str) -> list[Any]:
+    """The config of every checkpoint of the thread (every namespace), and the
+    latest of the root namespace (no checkpoint id)."""
+    every = [t.config for t in saver.list({"configurable": {"thread_id": thread_id}})]
+    return [*every, thread(thread_id)]
+
+
+def run_notes(app: Any, thread_id: str) -> None:
+    for turn in range(3):
+        app.invoke({"notes": [f"turn {turn}"], "count": 0}, thread(thread_id))
+    # A fork: update_state on an old checkpoint, then run on from it.
+    old = next(s for s in app.get_state_history(thread(thread_id)) if s.next == ("left", "right"))
+    app.invoke(None, app.update_state(old.config, {"notes": ["forked"]}))
+
+
+def test_delta_channel_history_is_the_base_classs_on_a_real_graph(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    saver = RedisStateSaver(stores[0])
+    app = notes_graph(saver)
+    run_notes(app, "t1")
+    configs = history_configs(saver, "t1")
+    assert len(configs) > 20
+    namespaces = {c["configurable"].get("checkpoint_ns", "") for c in configs}
+    assert len(namespaces) > 1  # the subgraph's checkpoints too
+    seeded = unseeded = 0
+    for config in configs:
+        got = saver.get_delta_channel_history(config=config, channels=ASKED)
+        assert got == BaseCheckpointSaver.get_delta_channel_history(
+            saver, config=config, channels=ASKED
+        ), config
+        assert list(got) == ["notes", "count", "never"]
+        seeded += "seed" in got["notes"]
+        unseeded += "seed" not in got["notes"] and bool(got["notes"]["writes"])
+    assert seeded and unseeded  # walks that stop at a snapshot, and walks to the root
+    # LangGraph rebuilds the delta channel through it: the state InMemorySaver gives.
+    memory = InMemorySaver()
+    run_notes(notes_graph(memory), "t1")
+    assert app.get_state(thread("t1")).values == notes_graph(memory).get_state(thread("t1")).values
+
+
+async def test_async_delta_channel_history_is_the_base_classs_on_a_real_graph(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    sync, asyn = stores
+    saver = RedisStateSaver(asyn)
+    app = notes_graph(saver)
+    for turn in range(3):
+        await app.ainvoke({"notes": [f"turn {turn}"], "count": 0}, thread("t1"))
+    configs = [t.config async for t in saver.alist({"configurable": {"thread_id": "t1"}})]
+    configs.append(thread("t1"))
+    over_sync = RedisStateSaver(sync)  # its async methods run the sync ones in a thread
+    for config in configs:
+        expected = await BaseCheckpointSaver.aget_delta_channel_history(
+            saver, config=config, channels=ASKED
+        )
+        assert await saver.aget_delta_channel_history(config=config, channels=ASKED) == expected
+        assert await over_sync.aget_delta_channel_history(config=config, channels=ASKED) == (
+            expected
+        )
+        # A sync call off the loop runs on it (a sync node of an async graph).
+        bridged = await asyncio.to_thread(
+            saver.get_delta_channel_history, config=config, channels=ASKED
+        )
+        assert bridged == expected
+    await asyn.aclose()
+
+
+def put_chain(saver: RedisStateSaver, thread_id: str, steps: list[dict[str, Any]]) -> list[Any]:
+    """A chain of checkpoints, each storing the values ``steps[i]`` names (a channel
+    whose value is None gets a version and no value: LangGraph's "empty"), with
+    writes to "a" and "b" by two tasks whose paths sort against their ids and by one
+    without a path (graph input: first)."""
+    configs, config = [], thread(thread_id)
+    for step, values in enumerate(steps):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {k: v for k, v in values.items() if v is not None}
+        checkpoint["channel_versions"] = {k: saver.get_next_version(None, None) for k in values}
+        config = saver.put(config, checkpoint, {"step": step}, checkpoint["channel_versions"])
+        configs.append(config)
+        saver.put_writes(config, [("a", f"z{step}"), ("b", step)], "task-0", "~pull, 2")
+        saver.put_writes(config, [("a", f"y{step}")], "task-9", "~pull, 1")
+        saver.put_writes(config, [("a", f"input{step}")], "task-5")  # no path: first
+    return configs
+
+
+def test_delta_channel_history_is_the_base_classs_on_stored_chains(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    """Chains the saver's own methods store: a snapshot, a plain value (a thread
+    migrated from a plain channel), "empty" values, the walk ending at a parent that
+    is not stored, a thread or checkpoint that does not exist."""
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+    saver = RedisStateSaver(stores[0])
+    configs = put_chain(saver, "t1", [
+        {"a": _DeltaSnapshot(["s0"])}, {"a": None, "b": [7]}, {}, {"a": None},
+        {"a": _DeltaSnapshot(["s4"]), "b": None}, {}, {"b": None}, {},
+    ])  # fmt: skip
+    orphan = empty_checkpoint()  # its parent was never stored
+    gone: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": "", "checkpoint_id": "x"}}
+    configs.append(saver.put(gone, orphan, {}, {}))
+    configs += [thread("t1"), thread("nobody"), gone]
+    for config in configs:
+        for channels in (["a"], ["b", "a"], ["a", "b", "__error__", "a"], []):
+            got = saver.get_delta_channel_history(config=config, channels=channels)
+            base = BaseCheckpointSaver.get_delta_channel_history(
+                saver, config=config, channels=channels
+            )
+            assert got == base and list(got) == list(base), (config, channels)
+    latest = saver.get_delta_channel_history(config=configs[7], channels=["a", "b"])
+    assert latest["a"]["seed"] == _DeltaSnapshot(["s4"]) and latest["b"]["seed"] == [7]
+    assert [w[2] for w in latest["a"]["writes"]] == [
+        "input4", "y4", "z4", "input5", "y5", "z5", "input6", "y6", "z6",
+    ]  # fmt: skip
+
+
+def test_a_checkpoint_that_is_its_own_ancestor_is_refused(
+    stores: tuple[Store, AsyncStore],
+) -> None:
+    """The base class would walk such a chain forever; the script, which would hold the
+    server, refuses it."""
+    from redistate import IntegrityError
+
+    saver = RedisStateSaver(stores[0])
+
+    def put(checkpoint_id: str, parent: str) -> Any:
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = checkpoint_id
+        config: Any = {"configurable": {"thread_id": "t1", "checkpoint_id": parent}}
+        return saver.put(config, checkpoint, {}, {})
+
+    put("1", "2")
+    put("2", "1")
+    head = put("3", "1")
+    with pytest.raises(IntegrityError, match="own ancestor"):
+        saver.get_delta_channel_history(config=head, channels=["a"])
+
+
+def test_delta_channel_history_refuses_bad_channels(stores: tuple[Store, AsyncStore]) -> None:
+    saver = RedisStateSaver(stores[0])
+    config = saver.put(thread("t1"), empty_checkpoint(), {}, {})
+    for bad, error, match in (
+        ("notes", TypeError, "sequence of channel names, not one str"),
+        (b"notes", TypeError, "not one bytes"),
+        (["notes", 3], TypeError, "must be a str, got int: 3"),
+        (["no\0te"], ValueError, "must not contain NUL"),
+    ):
+        with pytest.raises(error, match=match):
+            saver.get_delta_channel_history(config=config, channels=bad)  # type: ignore[arg-type]
+        with pytest.raises(error, match=match):
+            asyncio.run(saver.aget_delta_channel_history(config=config, channels=bad))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="thread_id"):
+        saver.get_delta_channel_history(config={"configurable": {}}, channels=["a"])
+    # No channels: nothing to read, as the base class (no thread needed either).
+    assert saver.get_delta_channel_history(config={"configurable": {}}, channels=[]) == {}
+
+
+def test_delta_channel_history_restarts_the_ttl_as_get_tuple_does(
+    stores: tuple[Store, AsyncStore], backend: Backend
+) -> None:
+    sync, _ = stores
+    saver = RedisStateSaver(sync, ttl=60, refresh_on_read=True)
+    configs = put_chain(saver, "t1", [{}, {}, {}])
+    keys = [sync.keys.graph_thread("t1", part) for part in PARTS]
+    raw = backend.raw()
+    try:
+        present = [k for k in keys if raw.exists(k)]
+        for key in present:
+            raw.pexpire(key, 5_000)
+        RedisStateSaver(sync, ttl=60).get_delta_channel_history(config=configs[-1], channels=["a"])
+        assert all(0 < raw.pttl(k) <= 5_000 for k in present)  # a plain read leaves it
+        saver.get_delta_channel_history(config=configs[-1], channels=["a"])
+        assert all(5_000 < raw.pttl(k) <= 60_000 for k in present)
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("length", [1, 10, 300])
+async def test_delta_channel_history_is_one_round_trip_however_long_the_chain(
+    server_backend: Backend, namespace: str, roundtrips: RoundTrips, length: int
+) -> None:
+    """Counted from the server (MONITOR): one script per call, sync and async, where
+    the base class sends one get_tuple per checkpoint of the chain."""
+    sync = Store(server_backend.sync_client(), namespace=namespace)
+    asyn = AsyncStore(server_backend.async_client(), namespace=namespace)
+    try:
+        saver = RedisStateSaver(sync, async_store=asyn)
+        head = put_chain(saver, "t1", [{}] * length)[-1]  # no seed: walked to the root
+        saver.get_delta_channel_history(config=head, channels=["a"])  # scripts loaded
+        await saver.aget_delta_channel_history(config=head, channels=["a"])
+        counted = {}
+        roundtrips.start()
+        got = saver.get_delta_channel_history(config=head, channels=["a", "b"])
+        counted["sync"] = roundtrips.stop()
+        roundtrips.start()
+        agot = await saver.aget_delta_channel_history(config=head, channels=["a", "b"])
+        counted["async"] = roundtrips.stop()
+        roundtrips.start()
+        base = BaseCheckpointSaver.get_delta_channel_history(
+            saver, config=head, channels=["a", "b"]
+        )
+        counted["base"] = roundtrips.stop()
+    finally:
+        sync.close()
+        await asyn.aclose()
+    assert got == agot == base and len(got["a"]["writes"]) == 3 * (length - 1)
+    assert [len(counted["sync"]), len(counted["async"])] == [1, 1], counted
+    assert counted["sync"][0][0].strip('"').upper() in ("FCALL", "EVALSHA")
+    assert len(counted["base"]) == length  # the target, then each of its ancestors

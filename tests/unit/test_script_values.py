@@ -28,6 +28,8 @@ from redistate.adapters.langgraph import threads_async as async_graph
 from redistate.adapters.langgraph.graph import (
     DUMP_ARGS,
     GraphDumpReply,
+    GraphHistoryArgs,
+    GraphHistoryReply,
     GraphLoadArgs,
     GraphLoadReply,
     GraphPutArgs,
@@ -360,6 +362,13 @@ VARIADIC_CASES: list[tuple[str, Any, tuple[Any, ...], int, str]] = [
         "then triples: the write's field suffix",
     ),
     (
+        "graph_history",
+        GraphHistoryArgs(b"[\0c1", b"[\0c1", 60_000, (b"notes", b"count")),
+        (b"[\0c1", b"[\0c1", 60_000, b"notes", b"count"),
+        3,
+        "ARGV[4…] the channels, each once",
+    ),
+    (
         "graph_remove",
         GraphRemoveArgs((b"r1", b"r2")),
         ("runs", b"r1", b"r2"),
@@ -413,6 +422,9 @@ def test_the_fixed_argv_of_the_variadic_ones() -> None:
         assert phrase in documented[n], (n, documented[n])
     documented = header_argv("graph_writes")
     for n, phrase in enumerate(("<m>", "ttl in ms", "lease value"), 1):
+        assert phrase in documented[n]
+    documented = header_argv("graph_history")
+    for n, phrase in enumerate(("the upper end", "the lower end", "ttl in ms to restart"), 1):
         assert phrase in documented[n]
     documented = header_argv("agents_add")
     for n, phrase in enumerate(("ttl in ms", "the most items", "write ids are", "write id"), 1):
@@ -598,6 +610,14 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
         False,
     ),
     (GraphReadReply.parse, [], GraphReadReply(()), False),
+    # graph_history: writes oldest first with the numbers of the channels seeded; none
+    (
+        GraphHistoryReply.parse,
+        [[b"\0c1\0path\0task\0" + b"1000000000"], [b"W"], [2], [b"V"]],
+        GraphHistoryReply((("task", b"W"),), ((2, b"V"),)),
+        False,
+    ),
+    (GraphHistoryReply.parse, [[], [], [], []], GraphHistoryReply((), ()), False),
     # graph_remove: removed, nothing, "latest" refused
     (GraphRemoveReply.parse, 3, GraphRemoveReply(3), True),
     (GraphRemoveReply.parse, 0, GraphRemoveReply(0), False),
@@ -704,6 +724,7 @@ def test_the_shells_scripts_parse_with_their_reply_types() -> None:
         async_graph._PUT: GraphPutReply,
         async_graph._WRITES: GraphWritesReply,
         async_graph._READ: GraphReadReply,
+        async_graph._HISTORY: GraphHistoryReply,
         async_graph._REMOVE: GraphRemoveReply,
         async_graph._DUMP: GraphDumpReply,
         async_graph._LOAD: GraphLoadReply,

@@ -20,6 +20,8 @@ from ...core.keys import KeySpace
 __all__ = [
     "PARTS",
     "GraphDumpReply",
+    "GraphHistoryArgs",
+    "GraphHistoryReply",
     "GraphLoadArgs",
     "GraphLoadReply",
     "GraphPutArgs",
@@ -276,6 +278,46 @@ class GraphReadReply:
     @classmethod
     def parse(cls, reply: Any) -> GraphReadReply:
         return cls(tuple(GraphSpec.stored(entry) for entry in reply))
+
+    @property
+    def wrote(self) -> bool:
+        return False  # a read
+
+
+@dataclass(frozen=True, slots=True)
+class GraphHistoryArgs:
+    """ARGV of graph_history: the target checkpoint's range (graph_read's; the newest
+    in it is the target), the thread's TTL to restart when it is found (0: a read
+    leaves it), and the channels to walk for, each once."""
+
+    upper: bytes
+    lower: bytes
+    refresh_ms: int
+    channels: tuple[bytes, ...]
+
+    def argv(self) -> tuple[Any, ...]:
+        return (self.upper, self.lower, self.refresh_ms, *self.channels)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphHistoryReply:
+    """A graph_history reply: the writes to the channels along the target's parent
+    chain as (task id, packed write), oldest checkpoint first and each one's in
+    LangGraph's order; and (channel number, packed value) for each channel that
+    stopped at a stored value (number n: the n-th channel of the call, from 1)."""
+
+    writes: tuple[tuple[str, bytes], ...]
+    seeds: tuple[tuple[int, bytes], ...]
+
+    @classmethod
+    def parse(cls, reply: Any) -> GraphHistoryReply:
+        wfields, wvalues, numbers, values = reply
+        writes = tuple(
+            (bytes(field).split(b"\0")[3].decode(), bytes(value))
+            for field, value in zip(wfields, wvalues, strict=True)
+        )  # a write field is "<ns>\0<checkpoint id>\0<task path>\0<task id>\0<idx>"
+        seeds = tuple((int(n), bytes(v)) for n, v in zip(numbers, values, strict=True))
+        return cls(writes, seeds)
 
     @property
     def wrote(self) -> bool:

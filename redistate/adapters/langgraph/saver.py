@@ -20,7 +20,7 @@ import copy
 import secrets
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -30,6 +30,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    PendingWrite,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
 )
@@ -40,9 +41,12 @@ from ...core.errors import InvalidId, RedistateError
 from ...leases.spec import guard_args
 from ...store import Store
 from ...store_async import AsyncStore
-from .graph import GraphSpec, Stored, check_name, pack, unpack_parts
+from .graph import GraphHistoryReply, GraphSpec, Stored, check_name, pack, unpack_parts
 from .threads import Graph
 from .threads_async import AsyncGraph
+
+if TYPE_CHECKING:  # not in every langgraph-checkpoint 4.x; only an annotation here
+    from langgraph.checkpoint.base import DeltaChannelHistory
 
 __all__ = ["RedisStateSaver"]
 
@@ -305,10 +309,7 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
                 kind, data = unpack_parts(blob, where)
                 if kind != b"empty":
                     values[channel] = self._loads(kind, data)
-        writes = []
-        for task_id, _, packed in stored.writes:
-            name, kind, data = unpack_parts(packed, where)
-            writes.append((task_id, name.decode(), self._loads(kind, data)))
+        writes = [self._write(task_id, packed, where) for task_id, _, packed in stored.writes]
         ns = stored.ns
         parent_id = parent.decode()
         return CheckpointTuple(
@@ -320,6 +321,32 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
                                             "checkpoint_id": parent_id}} if parent_id else None,
             pending_writes=writes,
         )  # fmt: skip
+
+    def _write(self, task_id: str, packed: bytes, where: str) -> PendingWrite:
+        name, kind, data = unpack_parts(packed, where)
+        return task_id, name.decode(), self._loads(kind, data)
+
+    def _history(
+        self, thread_id: str, names: list[str], found: GraphHistoryReply
+    ) -> dict[str, DeltaChannelHistory]:
+        """The base class's result from a graph_history reply: every channel asked
+        for, in order, with its writes and (if the walk found one) its seed."""
+        where = f"the delta channel history of thread {thread_id!r}"
+        writes: dict[str, list[PendingWrite]] = {name: [] for name in names}
+        for task_id, packed in found.writes:
+            write = self._write(task_id, packed, where)
+            writes[write[1]].append(write)
+        seeds = {}
+        for number, blob in found.seeds:
+            kind, data = unpack_parts(blob, where)
+            seeds[names[number - 1]] = self._loads(kind, data)
+        result: dict[str, DeltaChannelHistory] = {}
+        for name in names:
+            entry: DeltaChannelHistory = {"writes": writes[name]}
+            if name in seeds:
+                entry["seed"] = seeds[name]
+            result[name] = entry
+        return result
 
     def _selection(
         self,
@@ -416,6 +443,31 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         thread_id, upper, lower = self._range(config)
         found = self._sync_graph().read(thread_id, upper, lower, 1)
         return self._tuple(thread_id, found[0][1]) if found else None
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> dict[str, DeltaChannelHistory]:
+        """For each channel, the writes along the parent chain of the checkpoint
+        ``config`` names (else the latest), oldest first, and the value stored at the
+        nearest ancestor that has one (``seed``): the base class's result, in one
+        script (graph_history) however long the chain, where the base class reads
+        each ancestor with its own get_tuple.
+
+        Raises:
+            TypeError: one str instead of a sequence of channels, or a channel that is
+                not a str.
+            ValueError: a channel holding NUL or \\x01.
+        """
+        names = _channels(channels)
+        if not names:
+            return {}
+        if self._sync is None:
+            return self._bridge(
+                lambda: self.aget_delta_channel_history(config=config, channels=names)
+            )
+        thread_id, upper, lower = self._range(config)
+        found = self._sync_graph().history(thread_id, upper, lower, _encoded(names))
+        return self._history(thread_id, names, found)
 
     def list(
         self,
@@ -536,6 +588,22 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         thread_id, upper, lower = self._range(config)
         found = await self._async.read(thread_id, upper, lower, 1)
         return self._tuple(thread_id, found[0][1]) if found else None
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> dict[str, DeltaChannelHistory]:
+        """Async :meth:`get_delta_channel_history`."""
+        names = _channels(channels)
+        if not names:
+            return {}
+        if self._async is None:
+            return await asyncio.to_thread(
+                lambda: self.get_delta_channel_history(config=config, channels=names)
+            )
+        self._loop = asyncio.get_running_loop()
+        thread_id, upper, lower = self._range(config)
+        found = await self._async.history(thread_id, upper, lower, _encoded(names))
+        return self._history(thread_id, names, found)
 
     async def alist(
         self,
@@ -675,6 +743,30 @@ def _ids(values: Sequence[str], what: str) -> list[bytes]:
     if isinstance(values, str | bytes):
         raise TypeError(f"{what} must be a sequence of ids, not one {type(values).__name__}")
     return [check_name(v, what) for v in values]
+
+
+def _channels(channels: Sequence[str]) -> list[str]:
+    """The channels of a history call, each once, in the order first named.
+
+    Raises:
+        TypeError: one str (or bytes) instead of a sequence, or a channel not a str.
+        ValueError: a channel holding NUL or \\x01.
+    """
+    if isinstance(channels, str | bytes):
+        raise TypeError(
+            f"channels must be a sequence of channel names, not one "
+            f"{type(channels).__name__}: {channels!r:.80}"
+        )
+    names = list(channels)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"a channel must be a str, got {type(name).__name__}: {name!r:.80}")
+        check_name(name, "channel")
+    return list(dict.fromkeys(names))
+
+
+def _encoded(names: list[str]) -> list[bytes]:
+    return [check_name(name, "channel") for name in names]
 
 
 def _refuse(threads: list[str]) -> None:

@@ -21,6 +21,8 @@ from .graph import (
     DUMP_ARGS,
     MAX_PAGE,
     GraphDumpReply,
+    GraphHistoryArgs,
+    GraphHistoryReply,
     GraphLoadArgs,
     GraphLoadReply,
     GraphPutArgs,
@@ -40,6 +42,7 @@ __all__ = ["Graph"]
 _PUT = script("graph_put").replying(GraphPutReply.parse)
 _WRITES = script("graph_writes").replying(GraphWritesReply.parse)
 _READ = script("graph_read").replying(GraphReadReply.parse)
+_HISTORY = script("graph_history").replying(GraphHistoryReply.parse)
 _REMOVE = script("graph_remove").replying(GraphRemoveReply.parse)
 # graph_copy has two halves, each with its own reply (the same script).
 _DUMP = script("graph_copy").replying(GraphDumpReply.parse)
@@ -100,6 +103,17 @@ class Graph:
         refresh = self.spec.ttl_ms if self.spec.refresh else 0
         args = GraphReadArgs(upper, lower, min(count, MAX_PAGE), refresh)
         return list((self._conn.script(_READ, keys, args.argv())).found)
+
+    def history(
+        self, thread_id: str, upper: bytes, lower: bytes, channels: Sequence[bytes]
+    ) -> GraphHistoryReply:
+        """graph_history: the writes to ``channels`` along the parent chain of the
+        newest checkpoint from ``upper`` down to ``lower``, and the nearest value each
+        has stored, however long the chain (one script)."""
+        keys = self.spec.own_keys(thread_id)
+        refresh = self.spec.ttl_ms if self.spec.refresh else 0
+        args = GraphHistoryArgs(upper, lower, refresh, tuple(channels))
+        return self._conn.script(_HISTORY, keys, args.argv())
 
     def pages(
         self, thread_id: str, upper: bytes, lower: bytes, size: int = 100
