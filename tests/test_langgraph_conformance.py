@@ -1,16 +1,20 @@
 """LangGraph's own conformance suite for checkpointers (langgraph-checkpoint-conformance)
 run against RedisStateSaver on every backend; the level must be FULL: every
-capability, base and extended, detected and passing."""
+capability, base and extended, detected and passing. A newer suite than the one
+installed may know more capabilities; the delta channel history one, where the
+installed suite has it, must be among those detected."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
+from enum import Enum
 
 import pytest
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
-from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
+from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES, Capability
 
 from redistate import AsyncStore, Store
 from redistate.langgraph import RedisStateSaver
@@ -45,6 +49,25 @@ def test_the_conformance_suite_reports_full(
         print(f"\n{saver.name}: {summary['conformance_level']} {json.dumps(levels)}")
     failures = [f for r in report.results.values() for f in r.failures]
     assert report.conformance_level() == "FULL", failures
-    assert {name for name, r in report.results.items() if r.detected} == {
-        c.value for c in ALL_CAPABILITIES
-    }
+    detected = {name for name, r in report.results.items() if r.detected}
+    assert detected >= {c.value for c in ALL_CAPABILITIES}, detected
+    assert detected >= required_capabilities(), detected
+
+
+# The capability newer suites (LangGraph's repository) have for delta channel history.
+DELTA_HISTORY = "delta_channel_history"
+
+
+def required_capabilities(known: Iterable[Enum] = Capability) -> set[str]:
+    """Beyond ALL_CAPABILITIES: the delta channel history one, if the suite knows it."""
+    return {str(c.value) for c in known if c.value == DELTA_HISTORY}
+
+
+def test_a_suite_that_has_the_delta_history_capability_requires_it() -> None:
+    """A suite detects a capability by an override of its async method: one that has
+    the delta channel history capability requires it, and finds the override."""
+    newer = Enum("newer", {"PUT": "put", "DELTA_CHANNEL_HISTORY": DELTA_HISTORY})
+    assert required_capabilities(newer) == {DELTA_HISTORY}
+    assert required_capabilities() <= {DELTA_HISTORY}  # the installed one's, if it has it
+    for name in ("aget_delta_channel_history", "get_delta_channel_history"):
+        assert getattr(RedisStateSaver, name) is not getattr(BaseCheckpointSaver, name)
