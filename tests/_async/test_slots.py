@@ -22,6 +22,7 @@ from redistate.adapters.langgraph.threads_async import AsyncGraph
 from redistate.admin.backup_format import parse_entity
 from redistate.admin.backup_lines import import_call
 from redistate.core.connection_async import AsyncConnection
+from redistate.core.errors import IntegrityError
 from redistate.core.scripts import names, script
 from redistate.records.mergelog import COMPACT_AT
 from tests.conftest import Backend
@@ -125,6 +126,8 @@ async def test_every_script_and_transaction_stays_in_one_slot(
             entity, member, [(graph.spec.write_suffix("", "t", 0), False, b"w")], ""
         )
         await graph.read(entity, *graph.spec.latest(""), 1)
+        with pytest.raises(IntegrityError):  # b"x" is no packed checkpoint: refused
+            await graph.history(entity, *graph.spec.latest(""), [b"ch"])
         await graph.copy(entity, entity + "-copy")
         await graph.delete_runs([b"run1"])
         await graph.keep_latest(entity)

@@ -23,6 +23,7 @@ from redistate.adapters.langgraph.threads import Graph
 from redistate.admin.backup_format import parse_entity
 from redistate.admin.backup_lines import import_call
 from redistate.core.connection import Connection
+from redistate.core.errors import IntegrityError
 from redistate.core.scripts import names, script
 from redistate.records.mergelog import COMPACT_AT
 from tests.conftest import Backend
@@ -126,6 +127,8 @@ def test_every_script_and_transaction_stays_in_one_slot(
             entity, member, [(graph.spec.write_suffix("", "t", 0), False, b"w")], ""
         )
         graph.read(entity, *graph.spec.latest(""), 1)
+        with pytest.raises(IntegrityError):  # b"x" is no packed checkpoint: refused
+            graph.history(entity, *graph.spec.latest(""), [b"ch"])
         graph.copy(entity, entity + "-copy")
         graph.delete_runs([b"run1"])
         graph.keep_latest(entity)
