@@ -177,7 +177,6 @@ def _b64(data: bytes) -> str:
 
 
 HOSTILE: dict[str, tuple[Callable[[Line], Line], str]] = {
-    "reserved namespace": (lambda x: {**x, "id": "langgraph.x"}, 'cannot start with "langgraph"'),
     "empty label": (lambda x: {**x, "id": "users..u1"}, "is empty"),
     "no items": (lambda x: {**x, "items": []}, "needs items"),
     "key not base64": (lambda x: _item(x, key="!!"), "items[0].key is not valid base64"),

@@ -25,7 +25,12 @@ from .memory import Owners, SweepReport
 from .namespaces import Namespaces
 from .namespaces_async import AsyncNamespaces
 
-__all__ = ["RedistateStore"]
+__all__ = ["LoopThreadError", "RedistateStore"]
+
+
+class LoopThreadError(asyncio.InvalidStateError, RuntimeError):
+    """A sync call on the event loop's own thread, where it would wait for itself
+    (LangGraph's async stores raise InvalidStateError there)."""
 
 
 class RedistateStore(BaseStore):
@@ -73,7 +78,14 @@ class RedistateStore(BaseStore):
             self._async = store.memory_namespaces()
         else:
             self._sync = store.memory_namespaces()
+        # The loop sync calls from other threads run on: the one building the store (as
+        # LangGraph's async stores), else the one abatch last ran on.
         self._loop: asyncio.AbstractEventLoop | None = None
+        if self._async is not None:
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                pass
         self._lease: Any = None
         self._owners = None if user is None else Owners(user)  # shared by with_lease clones
         self._sweeper: tuple[threading.Thread, threading.Event] | None = None
@@ -102,20 +114,20 @@ class RedistateStore(BaseStore):
                 self._lease,
                 self._owners,
             )
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            raise RuntimeError(
-                "this RedistateStore has an AsyncStore: call abatch (or its sync methods"
-                " from another thread than the event loop's, once abatch ran there)"
-            )
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is loop:
-            raise RuntimeError(
+        loop = self._loop
+        if running is not None and running is loop:
+            raise LoopThreadError(
                 "RedistateStore's sync methods were called on its event loop's thread:"
                 " use the async ones (aget, aput, asearch...) there"
+            )
+        if loop is None or loop.is_closed():
+            raise RuntimeError(
+                "this RedistateStore has an AsyncStore: call abatch (or its sync methods"
+                " from another thread than the event loop's, once it runs there)"
             )
         return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), loop).result()
 

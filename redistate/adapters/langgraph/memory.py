@@ -71,14 +71,13 @@ def namespace_id(namespace: object) -> str:
     """The entity id of a namespace items are stored in: its labels joined by ".".
 
     Raises:
-        InvalidNamespace: empty, a bad label, a first label "langgraph" (LangGraph's
-            rules), or over 512 bytes joined.
+        InvalidNamespace: empty, a bad label (LangGraph's rules), or over 512 bytes
+            joined. A first label "langgraph" is refused by ``BaseStore.put`` only, as
+            LangGraph's stores do (a batch may hold one).
     """
     labels = check_labels(namespace)
     if not labels:
         raise InvalidNamespace("a namespace needs at least one label, got ()")
-    if labels[0] == "langgraph":
-        raise InvalidNamespace(f'a namespace cannot start with "langgraph": {labels!r:.200}')
     joined = ".".join(labels)
     try:
         escape_id(joined)
