@@ -439,7 +439,18 @@ def test_processes_racing_a_sweeper_lose_no_item_and_no_namespace(
         memory = RedistateStore(sync)
         churned = {("churn", f"w{w}", f"n{i % 4}") for w in range(processes) for i in range(4)}
         # Every namespace with an item is listed (none forgotten while a put filled it).
-        assert set(memory.list_namespaces(prefix=("churn",), limit=1000)) == churned
+        listed = set(memory.list_namespaces(prefix=("churn",), limit=1000))
+        keys, conn = sync.keys, sync._conn
+        state = {
+            ".".join(ns): (
+                conn.idempotent("ZSCORE", keys.memory_names(), ".".join(ns)),
+                conn.idempotent("HGET", keys.memory_names("gens"), ".".join(ns)),
+                conn.idempotent("HGETALL", keys.memory(".".join(ns))),
+                conn.idempotent("GET", keys.memory(".".join(ns), "tomb")),
+            )
+            for ns in churned - listed
+        }  # registry entry, generation, items, tomb: what a failure needs to be read
+        assert listed == churned, state
         found: dict[tuple[tuple[str, ...], str], int] = {
             (i.namespace, i.key): i.value["i"] for i in memory.search((), limit=1000)
         }
@@ -484,6 +495,41 @@ def test_a_put_entering_a_namespace_a_sweep_is_forgetting_keeps_it_listed(
     assert conn.script(io._FORGET, registry, ("a", gen)) == 0
     assert memory.list_namespaces() == [("a",)]
     assert value(memory.get(("a",), "k")) == {"v": 2}
+
+
+def test_a_put_whose_announcement_a_whole_sweep_forgot_announces_again(
+    stores: tuple[Store, AsyncStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the second announcement closes (found by the multi-process test under
+    load): a put announces; a whole sweep (tomb, forget, clear) runs before its script;
+    the script then finds no tomb and writes. It says it created the namespace, and the
+    store announces it again, so the registry lists it."""
+    from redistate.adapters.langgraph import namespaces as io
+
+    sync, _ = stores
+    memory = RedistateStore(sync)
+    space = sync.memory_namespaces()
+    conn, keys = space._conn, space.keys
+    registry = [keys.memory_names(), keys.memory_names("gens")]
+    gen = int(conn.script(io._ANNOUNCE, registry, ["a"]))  # the put's announcement
+    assert memory.sweep().forgotten == 1  # ("a",) empty: forgotten, its tomb cleared
+    assert conn.idempotent("ZSCORE", keys.memory_names(), "a") is None
+
+    real = type(conn).script
+    announced: list[Any] = []
+
+    def script(self: Any, lua: Any, keys_: Any, args: Any, **kw: Any) -> Any:
+        if lua is io._PUT and not announced:
+            args = [*args[:2], gen, *args[3:]]  # the put holds the stale announcement
+            announced.append(True)
+        return real(self, lua, keys_, args, **kw)
+
+    monkeypatch.setattr(type(conn), "script", script)
+    space.put("a", [("k", 0, sync.codec.encode({"v": 1}, b"x"))])
+    monkeypatch.undo()
+    assert announced == [True]
+    assert conn.idempotent("ZSCORE", keys.memory_names(), "a") is not None
+    assert memory.list_namespaces() == [("a",)]
 
 
 def test_an_export_counts_store_namespaces_and_names_any_kind_left_out(

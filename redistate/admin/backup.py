@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from ..core.errors import IntegrityError, RedistateError
 from ..core.keys import KeySpace
@@ -66,6 +66,14 @@ if TYPE_CHECKING:
 __all__ = ["export", "import_file"]
 
 PROGRESS_KEYS: Final = 1000  # progress is reported in steps of this many keys
+
+
+def _raise(replies: list[Any]) -> list[Any]:
+    """``conn.scripts``' replies, the first failed call's error raised."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
 
 
 def export(
@@ -167,17 +175,22 @@ def import_file(
             if calls:
                 replies = conn.scripts([call for _, call in calls])
                 todo = list(todo)
-                for (n, _), reply in zip(calls, replies, strict=True):
-                    if isinstance(reply, Exception):
-                        raise reply
+                for (n, _), reply in zip(calls, _raise(replies), strict=True):
                     todo[n] = (replace(todo[n][0], announced=int(reply)), todo[n][1])
             replies = conn.scripts([import_call(keys, e, t, force) for e, t in todo])
-            stale = []
+            stale, landed = [], []
             for (entity, ttl_ms), reply in zip(todo, replies, strict=True):
                 if again(entity, reply):
                     stale.append((entity, ttl_ms))  # a sweep was forgetting it: again
                 else:
                     tally(report, entity, reply, store.address)
+                    if calls and not isinstance(reply, Exception):
+                        landed.append(entity)
+            # Announced again once written: a sweep that forgot an announcement and
+            # cleared its tomb just before the write is undone (one round trip).
+            after = [call for e in landed if (call := announcement(keys, e)) is not None]
+            if after:
+                _raise(conn.scripts(after))
             if not stale:
                 return
             todo = stale

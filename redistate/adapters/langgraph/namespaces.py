@@ -3,8 +3,8 @@
 half).
 
 A get, a put and a delete are one script on the namespace's slot; a put that creates a
-namespace announces it to the registry first (one more script, on the registry's
-slot). A search or a listing reads the registry, then every namespace it names in one
+namespace announces it to the registry before and after (two more scripts, on the
+registry's slot). A search or a listing reads the registry, then every namespace it names in one
 round trip per server (a cluster: per primary).
 """
 
@@ -87,6 +87,11 @@ class Namespaces:
             args = put_args(self._conn.memory_ms, wid, gen, writes, guard)
             reply = self._conn.script(_PUT, keys, args, wid=wid, lease=lease)
             if int(reply[0]) != 0:
+                if len(reply) > 2 and int(reply[2]):
+                    # Created: a sweep may have forgotten the announcement and cleared
+                    # its tomb just before this put. Announced again now, with an item
+                    # there, no sweep can forget it.
+                    self._conn.script(_ANNOUNCE, self._registry(), [nsid])
                 return int(reply[1]) if len(reply) > 1 else 0
             gen = int(self._conn.script(_ANNOUNCE, self._registry(), [nsid]))
         raise RuntimeError(f"namespace {nsid!r} was swept away {_ANNOUNCES} times in a row")

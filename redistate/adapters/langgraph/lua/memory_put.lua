@@ -13,7 +13,10 @@ ARGV[3]  the generation the registry gave this namespace when the caller announc
 ARGV[4]  lease value "<token>,<fence>" the write is guarded by, or ""
 ARGV[5…] triples: item key, ttl in ms ("0": none; "del": delete the item), value ("" for
          a delete). A later triple for the same key wins.
-returns  {1, now_ms}: written; {2}: a resend of a put already made, nothing written;
+returns  {1, now_ms, created}: written, created "1" if the namespace had no item before
+         (the caller announces it again: a sweep that forgot it between the
+         announcement and this put has finished, and left no tomb to refuse it);
+         {2}: a resend of a put already made, nothing written;
          {0}: the namespace has no item and this put creates one: announce it to the
          registry first (or again: a sweep may be forgetting it) and resend with the
          generation. Nothing is written then.
@@ -27,7 +30,7 @@ if not memory_ms or not string.match(ARGV[2], '^[%w_-]+$') or #ARGV[2] > 32
     or #ARGV < 7 or (#ARGV - 4) % 3 ~= 0 then
   return redis.error_reply('RSARG malformed arguments to memory_put')
 end
-local creates = false
+local creates, created = false, 0
 for i = 5, #ARGV, 3 do
   local ttl = ARGV[i + 1]
   if ttl ~= 'del' then
@@ -48,6 +51,7 @@ if creates and redis.call('EXISTS', KEYS[1]) == 0 then
   local tomb = redis.call('GET', KEYS[3])
   if gen == 0 or (tomb and tonumber(tomb) >= gen) then return {0} end
   if tomb then redis.call('DEL', KEYS[3]) end
+  created = 1
 end
 local now = rs_mem_now()
 local stamp = rs_int(now)
@@ -75,4 +79,4 @@ if memory_ms > 0 then
   rs_forget(KEYS[4], ack)
   rs_remember(KEYS[4], ARGV[2], now_us, now_us, memory_ms)
 end
-return {1, now}
+return {1, now, created}
