@@ -32,6 +32,7 @@ from .records.collection import Collection, Users
 from .records.spec import RecordSpec
 
 if TYPE_CHECKING:  # imported where used: a store that never locks never loads leases
+    from .adapters.adk.sessions import AdkSessions
     from .adapters.agents.items import AgentItems
     from .adapters.langgraph.graph import GraphSpec
     from .adapters.langgraph.namespaces import Namespaces
@@ -283,6 +284,12 @@ class Store(WithGuard):
         from .adapters.langgraph.threads import Graph
 
         return Graph(self._conn, spec)
+
+    def adk_sessions(self) -> AdkSessions:
+        """The storage of Google ADK sessions (redistate.adk builds on it)."""
+        from .adapters.adk.sessions import AdkSessions
+
+        return AdkSessions(self._conn, self.keys)
 
     def memory_namespaces(self) -> Namespaces:
         """The storage of the LangGraph store (redistate.langgraph.RedistateStore)."""

@@ -31,6 +31,7 @@ from .records.collection_async import AsyncCollection, AsyncUsers
 from .records.spec import RecordSpec
 
 if TYPE_CHECKING:  # imported where used: a store that never locks never loads leases
+    from .adapters.adk.sessions_async import AsyncAdkSessions
     from .adapters.agents.items_async import AsyncAgentItems
     from .adapters.langgraph.graph import GraphSpec
     from .adapters.langgraph.namespaces_async import AsyncNamespaces
@@ -282,6 +283,12 @@ class AsyncStore(AsyncWithGuard):
         from .adapters.langgraph.threads_async import AsyncGraph
 
         return AsyncGraph(self._conn, spec)
+
+    def adk_sessions(self) -> AsyncAdkSessions:
+        """The storage of Google ADK sessions (redistate.adk builds on it)."""
+        from .adapters.adk.sessions_async import AsyncAdkSessions
+
+        return AsyncAdkSessions(self._conn, self.keys)
 
     def memory_namespaces(self) -> AsyncNamespaces:
         """The storage of the LangGraph store (redistate.langgraph.RedistateStore)."""

@@ -186,6 +186,11 @@ GENERATORS: Final[dict[str, st.SearchStrategy[list[Op]]]] = {
         _op(kinds.MEMORY, "delete"),
     ),
     kinds.MEMORY_NAMES.name: st.just([]),  # written by every memory put
+    # Not exported yet (kinds.NOT_YET): written beside the others, so the round trip of
+    # every other kind is shown unaffected, and each export must list them left out.
+    kinds.ADK.name: _ops(_op(kinds.ADK, "append", value=patch)),
+    kinds.ADK_USER.name: st.just([]),  # written by every ADK append
+    kinds.ADK_APP.name: st.just([]),
 }
 
 
@@ -296,8 +301,30 @@ def execute(world: World, op: Op) -> None:
             memory.put(("users", op.id, "notes"), "n", {"of": op.id})
         else:
             memory.delete(("users", op.id), "profile")
+    elif kind is kinds.ADK:
+        for touched in (kinds.ADK, kinds.ADK_USER, kinds.ADK_APP):
+            world.touch(touched, op.id)
+        asyncio.run(_adk_append(store, op.id, op.value))
     else:
         raise AssertionError(f"no executor for kind {kind.name!r}")
+
+
+async def _adk_append(store: Store, user: str, state: dict[str, Any]) -> None:
+    """An ADK session of ``user`` (made on its first append), an event setting
+    ``state`` in each scope."""
+    from google.adk.events.event import Event
+    from google.adk.events.event_actions import EventActions
+
+    from redistate.adk import RedistateSessionService
+
+    service = RedistateSessionService(store)
+    session = await service.get_session(app_name="app", user_id=user, session_id="s")
+    if session is None:
+        session = await service.create_session(app_name="app", user_id=user, session_id="s")
+    delta = {f"{scope}{k}": v for k, v in state.items() for scope in ("", "user:", "app:")}
+    await service.append_event(
+        session, Event(author="user", actions=EventActions(state_delta=delta))
+    )
 
 
 def put_checkpoints(saver: RedisStateSaver, name: str, count: int, user: str | None) -> None:
@@ -565,9 +592,15 @@ def check(world: World, source: Store, target: Store, stem: Path, run: Run) -> l
     left: Counter[str] = Counter()
     first = export(source, path, left)
     late = now_ms() - started  # how late the first file's TTLs may have been read
-    # No kind is left out (kinds.NOT_YET): an export that leaves data out must say so.
-    if left:
-        problems.append(f"0. keys reported left out: {left}")
+    # Kinds export does not handle yet (kinds.NOT_YET) and only those are reported left
+    # out, by kind: an export that leaves data out says so.
+    not_yet = {
+        k.name
+        for k in kinds.KINDS
+        if k.skips.get(kinds.Op.EXPORT, "").startswith(kinds.NOT_YET) and world.ids(k)
+    }
+    if set(left) != not_yet:
+        problems.append(f"0. keys reported left out: {left}, written of kinds not yet: {not_yet}")
     for line in first[1:]:
         run.exported |= kinds_of(line)
     report = source.admin.import_file(path, namespace=target.keys.namespace)

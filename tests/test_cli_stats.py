@@ -5,6 +5,7 @@ then estimated from the payloads."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Any
@@ -50,6 +51,8 @@ def sizes(backend: Backend, namespace: str) -> dict[str, dict[tuple[str, str], i
                 size = int(raw.memory_usage(key))
             elif raw.type(key) == b"list":
                 size = sum(len(x) for x in raw.lrange(key, 0, -1))
+            elif raw.type(key) == b"set":
+                size = sum(len(x) for x in raw.smembers(key))
             elif raw.type(key) == b"zset":
                 size = sum(len(m) + 8 for m in raw.zrange(key, 0, -1))
             elif raw.type(key) == b"hash":
@@ -62,6 +65,20 @@ def sizes(backend: Backend, namespace: str) -> dict[str, dict[tuple[str, str], i
     finally:
         raw.close()
     return found
+
+
+async def _adk(store: Store) -> None:
+    """An ADK session with session, user and app state, and one event."""
+    from google.adk.events.event import Event
+    from google.adk.events.event_actions import EventActions
+
+    from redistate.adk import RedistateSessionService
+
+    service = RedistateSessionService(store, ttl=600)
+    state = {"k": 1, "user:tone": "dry", "app:motd": "hi"}
+    session = await service.create_session(app_name="chat", user_id="u1", state=state)
+    delta = EventActions(state_delta={"k": 2})
+    await service.append_event(session, Event(author="user", actions=delta))
 
 
 def seed(backend: Backend, namespace: str) -> None:
@@ -80,6 +97,7 @@ def seed(backend: Backend, namespace: str) -> None:
         store.checkpoints.log("t1", {"d": 1})
         store.lock("t1", ttl=60, renew=False).acquire()
         RedistateStore(store).put(("users", "u1"), "profile", {"name": "a"})
+        asyncio.run(_adk(store))
     raw = backend.raw()
     raw.set(f"{namespace}:stray", b"not redistate's")
     raw.close()
@@ -103,6 +121,9 @@ def test_counts_bytes_largest_and_keys_without_ttl(backend: Backend, namespace: 
         "graph": (0, 0),
         "memory": (2, 1),  # items, write memory: one namespace
         "memory-names": (2, 1),  # the registry and its generations
+        "adk": (3, 1),  # state and times, events, write memory: one session
+        "adk-user": (3, 1),  # user state, index of sessions, write memory
+        "adk-app": (3, 1),  # app state, users, write memory
         "notes": (3, 3),
         "(other)": (1, 1),
     }
@@ -158,7 +179,7 @@ def test_an_empty_embedded_store() -> None:
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["kind"] for r in rows] == list(BUILT_IN)
     kinds = ["session", "user", "task", "events", "lock", "fence", "agents", "graph", "memory",
-             "memory-names"]  # fmt: skip
+             "memory-names", "adk", "adk-user", "adk-app"]  # fmt: skip
     assert list(BUILT_IN) == kinds
     assert all(r["keys"] == 0 and r["bytes"] == 0 and r["largest"] == [] for r in rows)
 

@@ -245,3 +245,36 @@ def memory_sweeper(url: str, namespace: str, stop: Any, barrier: Any) -> int:
         forgotten += memory.sweep().forgotten
     store.close()
     return forgotten
+
+
+def adk_appender(
+    url: str, namespace: str, worker: int, sessions: int, rounds: int, barrier: Any
+) -> int:
+    """Appends ``rounds`` events to each of ``sessions`` ADK sessions of one user (made
+    by the test), each setting a session key, a user key and an app key of its own,
+    from a session object read once (stale for every append after the first)."""
+    from google.adk.events.event import Event
+    from google.adk.events.event_actions import EventActions
+
+    from redistate.adk import RedistateSessionService
+
+    async def run() -> int:
+        store = AsyncStore.from_url(url, namespace=namespace)
+        service = RedistateSessionService(store, ttl=600)
+        held = [
+            await service.get_session(app_name="chat", user_id="u", session_id=f"s{n}")
+            for n in range(sessions)
+        ]
+        barrier.wait()
+        done = 0
+        for i in range(rounds):
+            for session in held:
+                assert session is not None
+                delta = {f"w{worker}": i, f"user:w{worker}": i, f"app:w{worker}": i}
+                event = Event(author=f"w{worker}", actions=EventActions(state_delta=delta))
+                await service.append_event(session, event)
+                done += 1
+        await store.aclose()
+        return done
+
+    return asyncio.run(run())

@@ -201,7 +201,7 @@ async def _size(conn: AsyncConnection, stats: KindStats, memory: bool) -> None:
 async def _payload_sizes(conn: AsyncConnection, keys: list[bytes]) -> list[int | None]:
     """The payload bytes of each key (no MEMORY USAGE); None for a key that is gone."""
     types = await _each(conn, keys, "TYPE")
-    commands = {b"string": ("STRLEN",), b"list": ("LRANGE", 0, -1),
+    commands = {b"string": ("STRLEN",), b"list": ("LRANGE", 0, -1), b"set": ("SMEMBERS",),
                 b"zset": ("ZRANGE", 0, -1), b"hash": ("HGETALL",)}  # fmt: skip
     groups = [
         (_text(key), [(commands[t][0], key, *commands[t][1:])] if t in commands else [])
@@ -213,7 +213,7 @@ async def _payload_sizes(conn: AsyncConnection, keys: list[bytes]) -> list[int |
             sizes.append(None)
         elif kind == b"string":
             sizes.append(int(replies[0]))
-        elif kind == b"list":
+        elif kind in (b"list", b"set"):  # a user's index, an ADK app's users: members
             sizes.append(sum(len(item) for item in replies[0]))
         elif kind == b"zset":
             sizes.append(sum(len(m) + 8 for m in replies[0]))  # a score is 8 bytes

@@ -12,6 +12,9 @@ from typing import Final
 
 from .errors import InvalidId
 from .kinds import (
+    ADK_APP_KEY,
+    ADK_KEY,
+    ADK_USER_KEY,
     AGENTS_KEY,
     EVENTS_KEY,
     FENCE_KEY,
@@ -231,6 +234,22 @@ class KeySpace:
         """The LangGraph store's registry of namespaces, one hash slot:
         ``ns:memory-names:{all}`` (a zset of every namespace) and ``…:gens``."""
         return self.key(MEMORY_NAMES_KEY, "all", part)
+
+    def adk_session(self, session: str, part: str = "") -> str:
+        """An ADK session (redistate.adk), its keys in its hash slot:
+        ``ns:adk:{<app>/<user>/<session id>}`` (its state and times, a hash) and
+        ``…:events`` (a list); ``session`` built by the adapter's ``session_path``."""
+        return self.key(ADK_KEY, session, part)
+
+    def adk_user(self, user: str, part: str = "") -> str:
+        """An ADK user of an app: ``ns:adk-user:{<app>/<user>}`` (its ``user:`` state,
+        a hash) and ``…:sessions`` (its sessions, a zset by last update)."""
+        return self.key(ADK_USER_KEY, user, part)
+
+    def adk_app(self, app: str, part: str = "") -> str:
+        """An ADK app: ``ns:adk-app:{<app>}`` (its ``app:`` state, a hash) and
+        ``…:users`` (the users with sessions, a set)."""
+        return self.key(ADK_APP_KEY, app, part)
 
     def lock(self, name: str) -> str:
         """Lease key: ``ns:lock:{name}``."""

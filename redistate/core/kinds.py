@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from .keys import KeySpace
 
 __all__ = [
+    "ADK",
+    "ADK_APP",
+    "ADK_USER",
     "AGENTS",
     "COLLECTION",
     "EVENTS",
@@ -55,6 +58,9 @@ AGENTS_KEY: Final = "agents"
 GRAPH_KEY: Final = "graph"
 MEMORY_KEY: Final = "memory"
 MEMORY_NAMES_KEY: Final = "memory-names"
+ADK_KEY: Final = "adk"
+ADK_USER_KEY: Final = "adk-user"
+ADK_APP_KEY: Final = "adk-app"
 # Parts several kinds use: the write memory (``KeySpace.writes``) and the user index.
 WRITES: Final = "writes"
 OWNS: Final = "owns"
@@ -264,9 +270,50 @@ MEMORY_NAMES: Final = Kind(
     home="adapters.langgraph",
 )
 
+_ADK_NEXT = f"{NOT_YET}: the ADK session service is new (issue 23 continues)"
+ADK: Final = Kind(
+    "adk",
+    ADK_KEY,
+    ("", "events", WRITES),
+    "ADK sessions",
+    skips={
+        Op.EXPORT: _ADK_NEXT,
+        Op.ROTATE: _ADK_NEXT,
+        Op.MIGRATE: _ADK_NEXT,
+        Op.ERASE: _ADK_NEXT,
+    },
+    home="adapters.adk",
+)
+ADK_USER: Final = Kind(
+    "adk-user",
+    ADK_USER_KEY,
+    ("", "sessions", WRITES),
+    "ADK user states",
+    skips={
+        Op.EXPORT: _ADK_NEXT,
+        Op.ROTATE: _ADK_NEXT,
+        Op.MIGRATE: _NOT_ENCODED,
+        Op.ERASE: _ADK_NEXT,
+    },
+    home="adapters.adk",
+)
+ADK_APP: Final = Kind(
+    "adk-app",
+    ADK_APP_KEY,
+    ("", "users", WRITES),
+    "ADK app states",
+    skips={
+        Op.EXPORT: _ADK_NEXT,
+        Op.ROTATE: _ADK_NEXT,
+        Op.MIGRATE: _NOT_ENCODED,
+        Op.ERASE: "an app's state is shared by its users: no user owns it",
+    },
+    home="adapters.adk",
+)
+
 KINDS: Final[tuple[Kind, ...]] = (
     SESSION, USER, COLLECTION, TASK, STEPS, EVENTS, LEASE, FENCE, USER_INDEX, AGENTS, GRAPH,
-    MEMORY, MEMORY_NAMES,
+    MEMORY, MEMORY_NAMES, ADK, ADK_USER, ADK_APP,
 )  # fmt: skip
 
 _BY_PART: Final = {(k.key, part): k for k in KINDS for part in k.parts}

@@ -56,6 +56,12 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
         seen.calls += [(s.name, tuple(keys)) for s, keys, _ in calls]
         return await run_scripts(self, calls)
 
+    run_writes = AsyncConnection.writes
+
+    async def recording_writes(self: AsyncConnection, calls: Sequence[Any], *more: Any) -> Any:
+        seen.calls += [(c.script.name, tuple(c.keys)) for c in calls]
+        return await run_writes(self, calls, *more)
+
     async def recording_lranges(self: AsyncConnection, *ranges: tuple[str, int, int]) -> Any:
         seen.calls.append(("MULTI/EXEC", tuple(r[0] for r in ranges)))
         return await run_lranges(self, *ranges)
@@ -63,6 +69,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     monkeypatch.setattr(AsyncConnection, "script", recording_script)
     monkeypatch.setattr(AsyncConnection, "lranges", recording_lranges)
     monkeypatch.setattr(AsyncConnection, "scripts", recording_scripts)
+    monkeypatch.setattr(AsyncConnection, "writes", recording_writes)
     return seen
 
 
@@ -144,6 +151,14 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         await store._conn.script(  # rotate-keys
             script("memory_recode"), (store.keys.memory(f"users.{entity}"),), (b"k", b"1", b"2")
         )
+        # redistate.adk: a session's scripts, its user's and its app's.
+        adk = store.adk_sessions()
+        owner, path = f"chat/{entity}", f"chat/{entity}/s1"
+        await adk.create("chat", entity, owner, path, "s1", 1.0, 60_000, [b"s:k", b"1"])
+        await adk.append(owner, path, "s1", 2.0, 60_000, b"{}", [b"s:k", b"2"])
+        await adk.merge([(store.keys.adk_user(owner), [b"k", b"1"])])
+        await adk.get([path], 1, 1.5, [store.keys.adk_user(owner)])
+        await adk.delete(owner, path, "s1")
         # redistate import: one script per entity, with the keys import_call chooses.
         await store.users.put(entity, {"n": 1})
         value = await store._conn.get(store.keys.record("user", entity))

@@ -57,6 +57,12 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
         seen.calls += [(s.name, tuple(keys)) for s, keys, _ in calls]
         return run_scripts(self, calls)
 
+    run_writes = Connection.writes
+
+    def recording_writes(self: Connection, calls: Sequence[Any], *more: Any) -> Any:
+        seen.calls += [(c.script.name, tuple(c.keys)) for c in calls]
+        return run_writes(self, calls, *more)
+
     def recording_lranges(self: Connection, *ranges: tuple[str, int, int]) -> Any:
         seen.calls.append(("MULTI/EXEC", tuple(r[0] for r in ranges)))
         return run_lranges(self, *ranges)
@@ -64,6 +70,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     monkeypatch.setattr(Connection, "script", recording_script)
     monkeypatch.setattr(Connection, "lranges", recording_lranges)
     monkeypatch.setattr(Connection, "scripts", recording_scripts)
+    monkeypatch.setattr(Connection, "writes", recording_writes)
     return seen
 
 
@@ -145,6 +152,14 @@ def test_every_script_and_transaction_stays_in_one_slot(
         store._conn.script(  # rotate-keys
             script("memory_recode"), (store.keys.memory(f"users.{entity}"),), (b"k", b"1", b"2")
         )
+        # redistate.adk: a session's scripts, its user's and its app's.
+        adk = store.adk_sessions()
+        owner, path = f"chat/{entity}", f"chat/{entity}/s1"
+        adk.create("chat", entity, owner, path, "s1", 1.0, 60_000, [b"s:k", b"1"])
+        adk.append(owner, path, "s1", 2.0, 60_000, b"{}", [b"s:k", b"2"])
+        adk.merge([(store.keys.adk_user(owner), [b"k", b"1"])])
+        adk.get([path], 1, 1.5, [store.keys.adk_user(owner)])
+        adk.delete(owner, path, "s1")
         # redistate import: one script per entity, with the keys import_call chooses.
         store.users.put(entity, {"n": 1})
         value = store._conn.get(store.keys.record("user", entity))

@@ -34,6 +34,11 @@ def built_keys(keys: KeySpace) -> dict[str, str]:
         elif name == "memory":
             for part in ("", "exp", "tomb"):
                 out[f"memory:{part}"] = method("a.b", part)
+        elif name in ("adk_session", "adk_user", "adk_app"):
+            parts = {"adk_session": ("", "events"), "adk_user": ("", "sessions"),
+                     "adk_app": ("", "users")}[name]  # fmt: skip
+            for part in parts:
+                out[f"{name}:{part}"] = method("a", part)
         elif name == "memory_names":
             for part in ("", "gens"):
                 out[f"memory_names:{part}"] = method(part)
@@ -41,7 +46,7 @@ def built_keys(keys: KeySpace) -> dict[str, str]:
             assert len(params) == 1, (name, params)
             out[name] = method("a")
     for name in ("record:notes", "record:session", "record:user", "task", "events", "lock",
-                 "agent_session", "memory:"):  # fmt: skip
+                 "agent_session", "memory:", "adk_session:", "adk_user:", "adk_app:"):  # fmt: skip
         out[f"{name}:writes"] = keys.writes(out[name])
     return out
 

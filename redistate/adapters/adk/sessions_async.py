@@ -1,0 +1,192 @@
+"""Google ADK sessions: the I/O of redistate.adk (async source of truth; ``sessions.py``
+is the generated sync twin).
+
+Every call is one round trip per server in the common case: a get reads the session,
+the user's and the app's state in one pipeline of scripts; an append sends the event
+with its session-state delta (one script in the session's slot) and moves the session
+up in its user's index, in one pipeline. A delta with ``app:`` or ``user:`` keys is
+applied after the event landed (one more round trip), so a session that is gone
+changes no shared state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ...core.batching import Call
+from ...core.connection_async import AsyncConnection
+from ...core.keys import KeySpace
+from ...core.scripts import script
+from ...records.spec import new_write_id
+from .spec import event_element, stamp
+
+__all__ = ["AsyncAdkSessions", "Found"]
+
+_CREATE: Final = script("adk_create")
+_APPEND: Final = script("adk_append")
+_STATE: Final = script("adk_state")
+_INDEX: Final = script("adk_index")
+_GET: Final = script("adk_get")
+_READ: Final = script("adk_read")
+_USERS: Final = script("adk_users")
+
+Found = tuple[dict[bytes, bytes], list[bytes]]  # a session's hash, its events as stored
+
+
+def _pairs(flat: Sequence[Any]) -> dict[bytes, bytes]:
+    if isinstance(flat, dict):
+        return dict(flat)
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _raise(replies: list[Any]) -> list[Any]:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+class AsyncAdkSessions:
+    """ADK sessions, users' and apps' state in one redistate namespace."""
+
+    __slots__ = ("_conn", "keys")
+
+    def __init__(self, conn: AsyncConnection, keys: KeySpace) -> None:
+        self._conn = conn
+        self.keys = keys
+
+    def _session(self, path: str) -> tuple[str, str, str]:
+        hash_key = self.keys.adk_session(path)
+        return hash_key, self.keys.adk_session(path, "events"), self.keys.writes(hash_key)
+
+    def _state(self, key: str) -> tuple[str, str]:
+        return key, self.keys.writes(key)
+
+    async def create(
+        self,
+        app: str,
+        user: str,
+        user_path: str,
+        path: str,
+        session_id: str,
+        created: float,
+        ttl_ms: int,
+        fields: Sequence[bytes],
+    ) -> bool:
+        """Enter the session in its user's index and its user in the app's (one round
+        trip), then create it with its session-state ``fields``; False if it existed
+        (nothing changed: it was in both already)."""
+        index = self.keys.adk_user(user_path, "sessions")
+        users = self.keys.adk_app(app, "users")
+        # Indexed first: a listing never misses a session that exists.
+        _raise(
+            await self._conn.scripts(
+                [
+                    (_INDEX, (index,), (session_id, stamp(created), "new", ttl_ms)),
+                    (_USERS, (users,), (user,)),
+                ]
+            )
+        )
+        wid = new_write_id()
+        args = (self._conn.memory_ms, wid, ttl_ms, stamp(created), *fields)
+        reply = await self._conn.script(_CREATE, self._session(path), args, wid=wid)
+        return int(reply[0]) != 0
+
+    async def append(
+        self,
+        user_path: str,
+        path: str,
+        session_id: str,
+        timestamp: float,
+        ttl_ms: int,
+        event: bytes,
+        fields: Sequence[bytes],
+    ) -> bool:
+        """Append an encoded event and its session-state ``fields``, and move the
+        session up in its user's index, in one round trip per server. False: no such
+        session (nothing written)."""
+        wid = new_write_id()
+        memory = self._conn.memory_ms
+        at = stamp(timestamp)
+        index = self.keys.adk_user(user_path, "sessions")
+        args = (memory, wid, ttl_ms, at, event_element(timestamp, event), *fields)
+        replies = _raise(
+            await self._conn.writes(
+                [
+                    Call(_APPEND, self._session(path), args, wid=wid),
+                    Call(_INDEX, (index,), (session_id, at, "touch", ttl_ms)),
+                ]
+            )
+        )
+        return int(replies[0][0]) != 0
+
+    async def merge(self, states: Sequence[tuple[str, Sequence[bytes]]]) -> None:
+        """Set each (state key, flat fields and values) as a merge, one round trip per
+        server."""
+        calls = []
+        for key, fields in states:
+            wid = new_write_id()
+            calls.append(
+                Call(_STATE, self._state(key), (self._conn.memory_ms, wid, *fields), wid=wid)
+            )
+        _raise(await self._conn.writes(calls))
+
+    async def get(
+        self,
+        paths: Sequence[str],
+        recent: int,
+        after: float | None,
+        states: Sequence[str],
+    ) -> tuple[list[Found | None], list[dict[bytes, bytes]]]:
+        """Each session (None: absent or expired) with its events as selected, and
+        each state hash, in one round trip per server."""
+        argv = (recent, "" if after is None else stamp(after))
+        calls: list[Any] = [(_GET, self._session(p)[:2], argv) for p in paths]
+        calls += [(_READ, (key,), ()) for key in states]
+        replies = _raise(await self._conn.scripts(calls))
+        found: list[Found | None] = []
+        for reply in replies[: len(paths)]:
+            found.append(None if not reply else (_pairs(reply[0]), list(reply[1])))
+        return found, [_pairs(r) for r in replies[len(paths) :]]
+
+    async def index(self, user_paths: Sequence[str]) -> list[list[bytes]]:
+        """The session ids each user's index lists (some may be gone: see prune)."""
+        groups = [
+            (
+                self.keys.adk_user(u, "sessions"),
+                [("ZRANGE", self.keys.adk_user(u, "sessions"), 0, -1)],
+            )
+            for u in user_paths
+        ]
+        replies = await self._conn.batch(groups, atomic=False)
+        return [list(r[0]) for r in replies]
+
+    async def users(self, app: str) -> list[bytes]:
+        """The users with a session of ``app`` (some may have none left)."""
+        return list(await self._conn.idempotent("SMEMBERS", self.keys.adk_app(app, "users")))
+
+    async def prune(self, user_path: str, session_ids: Sequence[bytes | str]) -> None:
+        """Take sessions found gone (expired) off their user's index."""
+        if session_ids:
+            await self._conn.idempotent(
+                "ZREM", self.keys.adk_user(user_path, "sessions"), *session_ids
+            )
+
+    async def delete(self, user_path: str, path: str, session_id: str) -> None:
+        """Delete a session's keys and take it off its user's index."""
+        hash_key, events, writes = self._session(path)
+        index = self.keys.adk_user(user_path, "sessions")
+        _raise(
+            [
+                part
+                for reply in await self._conn.batch(
+                    [
+                        (hash_key, [("DEL", hash_key, events, writes)]),
+                        (index, [("ZREM", index, session_id)]),
+                    ],
+                    atomic=False,
+                )
+                for part in reply
+            ]
+        )
