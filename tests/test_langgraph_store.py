@@ -647,3 +647,46 @@ def test_a_bad_user_is_refused_before_anything_is_written(
     with pytest.raises(TypeError, match="not a str or None"):
         RedistateStore(sync, user=lambda ns: 7).put(("users", "u1"), "p", {"v": 1})  # type: ignore[arg-type,return-value]
     assert raw_keys(backend, namespace) == before
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_the_ttl_sweeper_runs_over_a_store_and_over_an_async_store(
+    stores: tuple[Store, AsyncStore], flavour: str
+) -> None:
+    """As LangGraph's stores: ``start_ttl_sweeper()`` over a Store (a thread),
+    ``await start_ttl_sweeper()`` over an AsyncStore (a task); each deletes an item
+    that expired in a namespace nobody writes, then stops when asked."""
+    import time
+
+    sync, asyn = stores
+    raw = sync._conn
+    items, exp = sync.keys.memory("n"), sync.keys.memory("n", "exp")
+    RedistateStore(sync).put(("n",), "gone", {"v": 1}, ttl=10)
+    RedistateStore(sync).put(("n",), "stays", {"v": 2})
+    raw.idempotent("ZADD", exp, 1, "gone")  # expired as of 1970: the sweep's to delete
+    config: Any = {"sweep_interval_minutes": 0.0001}  # every 6 ms
+
+    def swept() -> bool:
+        return bool(raw.idempotent("HLEN", items) == 1)
+
+    if flavour == "sync":
+        memory = RedistateStore(sync, ttl=config)
+        thread = memory.start_ttl_sweeper()
+        deadline = time.monotonic() + 60
+        while not swept() and time.monotonic() < deadline:
+            thread.join(0.005)  # the sweeper runs meanwhile; the condition decides
+        assert swept() and memory.stop_ttl_sweeper(timeout=10) is True
+        assert not thread.is_alive()
+        return
+
+    async def main() -> None:
+        memory = RedistateStore(asyn, ttl=config)
+        task = await memory.start_ttl_sweeper()
+        assert await memory.start_ttl_sweeper() is task  # one sweeper a store
+        deadline = time.monotonic() + 60
+        while not swept() and time.monotonic() < deadline:
+            await asyncio.wait({task}, timeout=0.005)
+        assert swept() and await memory.stop_ttl_sweeper(timeout=10) is True
+        assert task.done()
+
+    asyncio.run(main())

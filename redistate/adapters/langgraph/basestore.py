@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final, cast
 
 from langgraph.store.base import BaseStore, Op, Result, TTLConfig
 
@@ -26,6 +27,10 @@ from .namespaces import Namespaces
 from .namespaces_async import AsyncNamespaces
 
 __all__ = ["LoopThreadError", "RedistateStore"]
+
+
+_log = logging.getLogger("redistate")
+_SWEEP_FAILED: Final = {"redistate_event": "store_sweep_failed"}
 
 
 class LoopThreadError(asyncio.InvalidStateError, RuntimeError):
@@ -88,7 +93,8 @@ class RedistateStore(BaseStore):
                 pass
         self._lease: Any = None
         self._owners = None if user is None else Owners(user)  # shared by with_lease clones
-        self._sweeper: tuple[threading.Thread, threading.Event] | None = None
+        # (thread, event) over a Store; (task, asyncio event) over an AsyncStore
+        self._sweeper: tuple[Any, Any] | None = None
 
     def with_lease(self, lease: Any) -> RedistateStore:
         """This store, writing the namespace whose labels joined by "." are
@@ -159,29 +165,59 @@ class RedistateStore(BaseStore):
             return await asyncio.to_thread(self.sweep)
         return await self._async.sweep()
 
-    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
-        """Sweep every ``sweep_interval_minutes`` (else the TTLConfig's, else 5) in a
-        daemon thread until ``stop_ttl_sweeper()``. A Store's only."""
-        if self._sync is None:
-            raise RuntimeError("a sweeper thread needs a Store; with an AsyncStore await asweep()")
-        if self._sweeper is not None:
-            return self._sweeper[0]
-        minutes = (
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
+        """Sweep every ``sweep_interval_minutes`` (else the TTLConfig's, else 5) until
+        ``stop_ttl_sweeper()``, as LangGraph's stores: over a Store in a daemon thread
+        (returned); over an AsyncStore ``await store.start_ttl_sweeper()`` starts a
+        task on the running loop and returns it. A failed sweep is logged and the next
+        one runs on time."""
+        minutes = float(
             sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
         )
+        if self._sync is None:
+            return self._start_task(minutes)
+        if self._sweeper is not None:
+            return self._sweeper[0]
         stop = threading.Event()
 
         def loop() -> None:
-            while not stop.wait(float(minutes) * 60):
-                self.sweep()
+            while not stop.wait(minutes * 60):
+                try:
+                    self.sweep()
+                except Exception:  # the thread lives on: the next sweep may succeed
+                    _log.exception("LangGraph store sweep failed", extra=_SWEEP_FAILED)
 
         thread = threading.Thread(target=loop, name="redistate-store-sweeper", daemon=True)
         self._sweeper = (thread, stop)
         thread.start()
         return thread
 
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper thread; whether it stopped within ``timeout``."""
+    async def _start_task(self, minutes: float) -> asyncio.Task[None]:
+        if self._sweeper is not None and not self._sweeper[0].done():
+            return cast("asyncio.Task[None]", self._sweeper[0])
+        stop = asyncio.Event()
+
+        async def loop() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(stop.wait(), minutes * 60)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+                try:
+                    await self.asweep()
+                except Exception:
+                    _log.exception("LangGraph store sweep failed", extra=_SWEEP_FAILED)
+
+        task = asyncio.get_running_loop().create_task(loop(), name="redistate-store-sweeper")
+        self._sweeper = (task, stop)
+        return task
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> Any:
+        """Stop the sweeper; whether it stopped within ``timeout`` (over an AsyncStore:
+        ``await store.stop_ttl_sweeper()``)."""
+        if self._sync is None:
+            return self._stop_task(timeout)
         if self._sweeper is None:
             return True
         thread, stop = self._sweeper
@@ -189,3 +225,15 @@ class RedistateStore(BaseStore):
         thread.join(timeout)
         self._sweeper = None
         return not thread.is_alive()
+
+    async def _stop_task(self, timeout: float | None) -> bool:
+        if self._sweeper is None:
+            return True
+        task, stop = self._sweeper
+        stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.TimeoutError:
+            return False
+        self._sweeper = None
+        return True
