@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from redistate import AsyncStore, Store
+from redistate.adk import RedistateSessionService
 from redistate.agents import RedistateSession
 from redistate.langgraph import RedisStateSaver, RedistateStore
 
@@ -38,8 +39,9 @@ def config(thread_id: str, user: str) -> Any:
 
 
 async def async_framework_data(store: AsyncStore, user: str) -> None:
-    """An Agents SDK session ``<user>-a1``, a LangGraph thread ``<user>-g1`` and a
-    LangGraph store namespace ``(<user>-m, facts)``."""
+    """An Agents SDK session ``<user>-a1``, a LangGraph thread ``<user>-g1``, a
+    LangGraph store namespace ``(<user>-m, facts)`` and an ADK session of app
+    ``<user>-app`` with ``user:`` state."""
     session = RedistateSession(f"{user}-a1", store=store, user=user)
     await session.add_items(ITEMS)
     saver = RedisStateSaver(store, user_key="user_id")
@@ -47,6 +49,18 @@ async def async_framework_data(store: AsyncStore, user: str) -> None:
     assert out["steps"] == ["plan", "write"]
     memory = RedistateStore(store, user=lambda ns: ns[0].removesuffix("-m"))
     await memory.aput((f"{user}-m", "facts"), "likes", {"tea": True}, ttl=10)
+    await adk_data(store, user)
+
+
+async def adk_data(store: Store | AsyncStore, user: str) -> None:
+    """An ADK session with session, ``user:`` and ``app:`` state, registered to ``user``."""
+    service = RedistateSessionService(store, register_users=True)
+    await service.create_session(
+        app_name=f"{user}-app",
+        user_id=user,
+        session_id="s1",
+        state={"turn": 1, "user:name": user, "app:model": "m"},
+    )
 
 
 def sync_framework_data(store: Store, user: str) -> None:
@@ -58,3 +72,4 @@ def sync_framework_data(store: Store, user: str) -> None:
     assert out["steps"] == ["plan", "write"]
     memory = RedistateStore(store, user=lambda ns: ns[0].removesuffix("-m"))
     memory.put((f"{user}-m", "facts"), "likes", {"tea": True}, ttl=10)
+    asyncio.run(adk_data(store, user))  # ADK's session services are async only

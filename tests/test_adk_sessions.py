@@ -20,7 +20,7 @@ from google.adk.sessions.session import Session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from redistate import AsyncStore, Store
+from redistate import AsyncStore, InvalidId, Store
 from redistate.adk import RedistateSessionService
 from tests.conftest import Backend
 
@@ -273,3 +273,48 @@ def test_a_session_expires_with_its_ttl_and_leaves_its_users_listing(
         await store.aclose()
 
     asyncio.run(run())
+
+
+def test_erasing_a_user_deletes_their_sessions_and_user_state_in_every_app(
+    make: Make,
+) -> None:
+    async def run() -> None:
+        service = await make()
+        plain = RedistateSessionService(service.store)  # register_users=False: the default
+        registered = RedistateSessionService(service.store, register_users=True)
+        for app in ("a1", "a2"):
+            for user in ("u1", "u2"):
+                await registered.create_session(
+                    app_name=app, user_id=user, session_id="s", state={"user:n": 1, "app:v": 2}
+                )
+        await plain.create_session(
+            app_name="a3", user_id="u1", session_id="unregistered", state={"user:n": 3}
+        )
+        with pytest.raises(InvalidId, match="user_id"):
+            await registered.create_session(app_name="a1", user_id="u" * 5000)
+        report = await _erase(service.store, "u1")
+        assert report.deleted == {
+            "adk": ["a1/u1/s", "a2/u1/s"],
+            "adk-user": ["a1/u1", "a2/u1"],
+        }
+        for app in ("a1", "a2"):
+            assert await service.get_session(app_name=app, user_id="u1", session_id="s") is None
+            assert await service.get_user_state(app_name=app, user_id="u1") == {}
+            other = await service.get_session(app_name=app, user_id="u2", session_id="s")
+            assert other is not None and other.state == {"user:n": 1, "app:v": 2}
+        # The app's state is every user's; what was not registered is left.
+        listed = await service.list_sessions(app_name="a1")
+        assert [(s.user_id, s.state) for s in listed.sessions] == [
+            ("u2", {"user:n": 1, "app:v": 2})
+        ]
+        listed = await service.list_sessions(app_name="a3", user_id="u1")
+        assert [(s.id, s.state) for s in listed.sessions] == [("unregistered", {"user:n": 3})]
+        await _close(service)
+
+    asyncio.run(run())
+
+
+async def _erase(store: Store | AsyncStore, user: str) -> Any:
+    if isinstance(store, AsyncStore):
+        return await store.users.erase(user)
+    return await asyncio.to_thread(store.users.erase, user)

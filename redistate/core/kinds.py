@@ -276,11 +276,11 @@ ADK: Final = Kind(
     ADK_KEY,
     ("", "events", WRITES),
     "ADK sessions",
+    registered=True,
     skips={
         Op.EXPORT: _ADK_NEXT,
         Op.ROTATE: _ADK_NEXT,
         Op.MIGRATE: _ADK_NEXT,
-        Op.ERASE: _ADK_NEXT,
     },
     home="adapters.adk",
 )
@@ -289,11 +289,11 @@ ADK_USER: Final = Kind(
     ADK_USER_KEY,
     ("", "sessions", WRITES),
     "ADK user states",
+    registered=True,
     skips={
         Op.EXPORT: _ADK_NEXT,
         Op.ROTATE: _ADK_NEXT,
-        Op.MIGRATE: _NOT_ENCODED,
-        Op.ERASE: _ADK_NEXT,
+        Op.MIGRATE: "values are the application's own, stored as ADK gives them",
     },
     home="adapters.adk",
 )
@@ -305,7 +305,7 @@ ADK_APP: Final = Kind(
     skips={
         Op.EXPORT: _ADK_NEXT,
         Op.ROTATE: _ADK_NEXT,
-        Op.MIGRATE: _NOT_ENCODED,
+        Op.MIGRATE: "values are the application's own, stored as ADK gives them",
         Op.ERASE: "an app's state is shared by its users: no user owns it",
     },
     home="adapters.adk",

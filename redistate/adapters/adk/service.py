@@ -27,7 +27,7 @@ from google.adk.sessions.session import Session
 
 from ...core._ttl import check_ttl
 from ...core.codec import Codec
-from ...core.errors import StateTooLarge
+from ...core.errors import InvalidId, StateTooLarge
 from ...store import Store
 from ...store_async import AsyncStore
 from .sessions_async import AsyncAdkSessions, Found
@@ -55,12 +55,28 @@ class RedistateSessionService(BaseSessionService):
             thread; ADK's service API is async only).
         ttl: seconds a session lives after its last write (None: no expiry). The
             user's and the app's state keep their own lifetime (none).
+        register_users: register each session and its user's ``user:`` state to the
+            redistate user named by ADK's ``user_id`` (in every app), so that
+            ``store.users.erase(user_id)`` deletes them; added to the user's index in
+            the round trip before the session is created. The ``app:`` state is
+            shared by every user of the app: no user's erasure deletes it. Erasure
+            deletes the user's index of an app too: create every session of an app
+            with the same setting, or one made without it is left unlisted.
     """
 
-    def __init__(self, store: Store | AsyncStore, *, ttl: float | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | AsyncStore,
+        *,
+        ttl: float | None = None,
+        register_users: bool = False,
+    ) -> None:
         if not isinstance(store, Store | AsyncStore):
             raise TypeError(f"store must be a Store or AsyncStore, got {type(store).__name__}")
+        if not isinstance(register_users, bool):
+            raise TypeError(f"register_users must be a bool, got {register_users!r:.80}")
         self.store = store
+        self.register_users = register_users
         self._ttl_ms = check_ttl(ttl)  # ms; 0: no expiry
         self._codec: Codec = store.codec
         self._max_bytes: int = store._max_bytes
@@ -141,13 +157,29 @@ class RedistateSessionService(BaseSessionService):
         session_id = (session_id.strip() if session_id else None) or str(uuid.uuid4())
         path, owner = session_path(app_name, user_id, session_id), user_path(app_name, user_id)
         app_id(app_name)
+        registered = None
+        if self.register_users:
+            try:
+                self.store.keys.user_index(user_id)  # bad input writes nothing
+            except InvalidId as exc:
+                raise InvalidId(f"user_id (the user to register): {exc}") from None
+            registered = user_id
         scopes = split_state(state)
         fields = self._fields("session", path, scopes.session, STATE)
         app_fields = self._fields("app", app_name, scopes.app, b"")
         user_fields = self._fields("user", owner, scopes.user, b"")
         created = time.time()
         made = await self._run(
-            "create", app_name, user_id, owner, path, session_id, created, self._ttl_ms, fields
+            "create",
+            app_name,
+            user_id,
+            owner,
+            path,
+            session_id,
+            created,
+            self._ttl_ms,
+            fields,
+            registered,
         )
         if not made:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.")

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from ...core import kinds
 from ...core.batching import Call
 from ...core.connection_async import AsyncConnection
 from ...core.keys import KeySpace
 from ...core.scripts import script
+from ...records.erasure import entry
 from ...records.spec import new_write_id
 from .spec import event_element, stamp
 
@@ -73,21 +75,24 @@ class AsyncAdkSessions:
         created: float,
         ttl_ms: int,
         fields: Sequence[bytes],
+        owner: str | None = None,
     ) -> bool:
-        """Enter the session in its user's index and its user in the app's (one round
-        trip), then create it with its session-state ``fields``; False if it existed
-        (nothing changed: it was in both already)."""
+        """Enter the session in its user's index, its user in the app's and, with an
+        ``owner``, both in that redistate user's index (one round trip), then create it
+        with its session-state ``fields``; False if it existed (nothing changed: it was
+        in the indexes already)."""
         index = self.keys.adk_user(user_path, "sessions")
         users = self.keys.adk_app(app, "users")
-        # Indexed first: a listing never misses a session that exists.
-        _raise(
-            await self._conn.scripts(
-                [
-                    (_INDEX, (index,), (session_id, stamp(created), "new", ttl_ms)),
-                    (_USERS, (users,), (user,)),
-                ]
-            )
-        )
+        # Indexed first: a listing never misses a session that exists, an erasure never
+        # misses one registered.
+        calls: list[Any] = [
+            (_INDEX, (index,), (session_id, stamp(created), "new", ttl_ms)),
+            (_USERS, (users,), (user,)),
+        ]
+        if owner is not None:
+            entries = (entry(kinds.ADK_KEY, path), entry(kinds.ADK_USER_KEY, user_path))
+            calls.append((_USERS, (self.keys.user_index(owner),), entries))
+        _raise(await self._conn.scripts(calls))
         wid = new_write_id()
         args = (self._conn.memory_ms, wid, ttl_ms, stamp(created), *fields)
         reply = await self._conn.script(_CREATE, self._session(path), args, wid=wid)

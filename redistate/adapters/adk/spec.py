@@ -50,7 +50,10 @@ def _part(value: object, what: str) -> str:
 def user_path(app: str, user: str) -> str:
     """The entity id of a user of an app. Raises InvalidId (too long, not a str...)."""
     path = f"{_part(app, 'app_name')}/{_part(user, 'user_id')}"
-    escape_id(path)
+    try:
+        escape_id(path)
+    except InvalidId as exc:
+        raise InvalidId(f"app_name and user_id together: {exc}") from None
     return path
 
 
