@@ -1,8 +1,8 @@
 """``redistate export`` / ``import`` of every kind of stored data (format 2): step
-records, audit event streams with their anchors, user indexes, Agents SDK sessions and
-LangGraph threads round-trip; an import never deletes what the file does not replace;
-crafted lines of each kind are refused, naming the line, with nothing written; a
-version-1 file still imports."""
+records, audit event streams with their anchors, user indexes, Agents SDK sessions,
+LangGraph threads and ADK sessions, users and apps round-trip; an import never deletes
+what the file does not replace; crafted lines of each kind are refused, naming the
+line, with nothing written; a version-1 file still imports."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ from typing import Any
 
 import orjson
 import pytest
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 from redistate import Store
 from redistate.adapters.langgraph.backup import GRAPH_ZSETS
+from redistate.adk import RedistateSessionService
 from redistate.admin.backup_format import BadFile, Limits, parse_entity
 from redistate.agents import RedistateSession
 from redistate.core import kinds
@@ -38,6 +41,8 @@ from tests.test_cli_backup import (
 HOUR_US = 3600 * 10**6
 EVENTS, TASK, GRAPH = kinds.EVENTS.name, kinds.TASK.name, kinds.GRAPH.name
 AGENTS, USER_INDEX = kinds.AGENTS.name, kinds.USER_INDEX.name
+ADK, ADK_USER, ADK_APP = kinds.ADK.name, kinds.ADK_USER.name, kinds.ADK_APP.name
+ADK_SESSION = "chat/bob/s1"  # the entity id of seed_all's ADK session
 
 
 def _call(calls: list[str], name: str, result: Any) -> Any:
@@ -50,7 +55,8 @@ def seed_all(store: Store, calls: list[str]) -> None:
     """One entity of every exported kind: records registered to a user, a task with
     step records (one of them started, never ended), a task of steps only, an event
     stream trimmed (anchor and events), one trimmed to nothing, one untrimmed, an
-    Agents SDK session, a LangGraph thread with writes."""
+    Agents SDK session, a LangGraph thread with writes, an ADK session (with a TTL,
+    an event, session, user: and app: state)."""
     store.sessions.put("s1", {"a": 1}, ttl=600, user="bob")
     store.checkpoints.save("t1", {"n": 1}, user="bob")
     with store.task("job") as job:
@@ -72,6 +78,39 @@ def seed_all(store: Store, calls: list[str]) -> None:
     config: RunnableConfig = {"configurable": {"thread_id": "th1", "checkpoint_ns": ""}}
     saved = saver.put(config, empty_checkpoint(), {"run_id": "r1"}, {})
     saver.put_writes(saved, [("channel", {"v": 1}), ("other", "x")], "task-1")
+    asyncio.run(adk_seed(store))
+
+
+async def adk_seed(store: Store) -> None:
+    service = RedistateSessionService(store, ttl=600)
+    state = {"turn": 1, "user:name": "Bob", "app:model": "m1"}
+    session = await service.create_session(
+        app_name="chat", user_id="bob", session_id="s1", state=state
+    )
+    delta = EventActions(state_delta={"turn": 2, "user:visits": 1})
+    await service.append_event(session, Event(author="user", actions=delta))
+
+
+async def adk_more(store: Store) -> None:
+    """After the export: one more event, user: state, another session of the user."""
+    service = RedistateSessionService(store, ttl=600)
+    session = await service.get_session(app_name="chat", user_id="bob", session_id="s1")
+    assert session is not None
+    delta = EventActions(state_delta={"user:visits": 2})
+    await service.append_event(session, Event(author="user", actions=delta))
+    await service.create_session(app_name="chat", user_id="bob", session_id="s2")
+    await service.create_session(app_name="chat", user_id="eve", session_id="s1")
+
+
+async def adk_read(store: Store) -> Any:
+    """The seeded ADK session and its user's listing, as the service reads them."""
+    service = RedistateSessionService(store)
+    got = await service.get_session(app_name="chat", user_id="bob", session_id="s1")
+    listed = await service.list_sessions(app_name="chat")
+    return (
+        None if got is None else got.model_dump(mode="json"),
+        [s.id for s in listed.sessions],
+    )
 
 
 def contents(backend: Backend, namespace: str) -> dict[str, tuple[str, Any, bool | None]]:
@@ -121,6 +160,7 @@ def test_every_kind_round_trips_and_a_reimport_changes_nothing(
     with cli.store() as store:
         seed_all(store, calls)
         folded = store.events.fold("e1")
+        adk_before = asyncio.run(adk_read(store))
     before = contents(backend, namespace)
     assert ":task:{job}:steps" in before and ":events:{e2}:anchor" in before
     assert ":user:{bob}:owns" in before and ":graph:{th1}:widx" in before
@@ -131,6 +171,7 @@ def test_every_kind_round_trips_and_a_reimport_changes_nothing(
     assert exported["tasks"] == 3 and exported["steps"] == 3, exported
     assert exported["events"] == 3 and exported["user_indexes"] == 1, exported
     assert exported["agents"] == 1 and exported["graphs"] == 1, exported
+    assert exported["adks"] == exported["adk_users"] == exported["adk_apps"] == 1, exported
     assert exported["unknown"] == 0, exported
     # Re-importing the unchanged export: exit 0, nothing changes, no step record lost.
     code, report, _ = cli.import_(path)
@@ -157,6 +198,13 @@ def test_every_kind_round_trips_and_a_reimport_changes_nothing(
         config: RunnableConfig = {"configurable": {"thread_id": "th1", "checkpoint_ns": ""}}
         restored = RedisStateSaver(store).get_tuple(config)
         assert restored is not None and len(restored.pending_writes or []) == 2
+        assert asyncio.run(adk_read(store)) == adk_before
+        assert adk_before[0]["state"] == {
+            "turn": 2,
+            "user:name": "Bob",
+            "user:visits": 1,
+            "app:model": "m1",
+        }
         assert sorted(store.users.erase("bob").deleted) == ["events", "session", TASK]
 
 
@@ -229,24 +277,55 @@ def test_different_streams_sessions_and_threads_are_refused_unless_forced(
         config: RunnableConfig = {"configurable": {"thread_id": "th1", "checkpoint_ns": ""}}
         RedisStateSaver(store).put(config, empty_checkpoint(), {"run_id": "r2"}, {})
         store.checkpoints.save("t2", {"m": 1}, user="bob")  # one more index entry
+        asyncio.run(adk_more(store))
     changed = contents(server_backend, namespace)
 
     code, report, _ = cli.import_(path)
 
     assert code == 1, report
-    assert sorted(report["refused_ids"]) == ["agents chat", "events e3", "graph th1"]
+    assert sorted(report["refused_ids"]) == [
+        f"adk {ADK_SESSION}",
+        "adk-user chat/bob",
+        "agents chat",
+        "events e3",
+        "graph th1",
+    ]
+    # The ADK indexes are merged, not refused: the file's entries are there (a session
+    # at its later time).
+    assert exported[":adk-app:{chat}:users"][1] == [b"bob"]
+    assert changed[":adk-app:{chat}:users"][1] == [b"bob", b"eve"]
+    assert [m for m, _ in changed[":adk-user:{chat/bob}:sessions"][1]] == [b"s1", b"s2"]
     after = contents(server_backend, namespace)
-    for key in (":events:{e3}", ":agents:{chat}", ":graph:{th1}:idx", ":user:{bob}:owns"):
-        assert after[key] == changed[key], key  # the index: a union, the file's are there
+    for key in (
+        ":events:{e3}",
+        ":agents:{chat}",
+        ":graph:{th1}:idx",
+        ":user:{bob}:owns",
+        f":adk:{{{ADK_SESSION}}}",
+        f":adk:{{{ADK_SESSION}}}:events",
+        ":adk-user:{chat/bob}",
+        ":adk-user:{chat/bob}:sessions",
+        ":adk-app:{chat}:users",
+    ):
+        assert after[key] == changed[key], key  # the indexes: a union, the file's are there
     assert (b"task:t2") in after[":user:{bob}:owns"][1]
 
     code, report, _ = cli.import_(path, force=True)
 
     assert code == 0 and report["refused"] == 0, report
     after = contents(server_backend, namespace)
-    for key in (":events:{e3}", ":agents:{chat}", ":graph:{th1}:idx", ":graph:{th1}:cp"):
+    for key in (
+        ":events:{e3}",
+        ":agents:{chat}",
+        ":graph:{th1}:idx",
+        ":graph:{th1}:cp",
+        f":adk:{{{ADK_SESSION}}}",
+        f":adk:{{{ADK_SESSION}}}:events",
+        ":adk-user:{chat/bob}",
+    ):
         assert after[key] == exported[key], key
-    assert after[":user:{bob}:owns"] == changed[":user:{bob}:owns"]  # never removed
+    for key in (":user:{bob}:owns", ":adk-user:{chat/bob}:sessions", ":adk-app:{chat}:users"):
+        assert after[key] == changed[key], key  # indexes are never shrunk
 
 
 def test_a_version_1_file_still_imports_and_keeps_step_records(
@@ -333,6 +412,20 @@ def _late_id(line: dict[str, Any], now: int) -> dict[str, Any]:
 
 def _graph(change: Any) -> Any:
     return edit_line(GRAPH, "th1", lambda line, now: {**line, "parts": change(dict(line["parts"]))})
+
+
+def _adk(kind: str, entity: str, change: Any) -> Any:
+    return edit_line(kind, entity, lambda line, now: change(line))
+
+
+def _adk_state(line: dict[str, Any], name: bytes, value: bytes | None) -> dict[str, str]:
+    """The line's state with field ``name`` set to ``value`` (None: removed)."""
+    state = {_un(f): v for f, v in line["state"].items()}
+    if value is None:
+        del state[name]
+    else:
+        state[name] = _b64(value)
+    return {_b64(f): v for f, v in state.items()}
 
 
 def _state(payload: bytes) -> Any:
@@ -456,6 +549,55 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
         "",
         "not valid base64",
     ),
+    "adk event not decodable": (
+        _adk(ADK, ADK_SESSION, lambda line: {**line, "events": [_b64(b"1.5:\xff")]}),
+        f"adk {ADK_SESSION}",
+        "events[0] does not decode with the store's codec",
+    ),
+    "adk event without a time": (
+        _adk(ADK, ADK_SESSION, lambda line: {**line, "events": [_b64(b"{}")]}),
+        "",
+        "events[0] is not '<timestamp>:<event>'",
+    ),
+    "adk state value not decodable": (
+        _adk(
+            ADK, ADK_SESSION, lambda line: {**line, "state": _adk_state(line, b"s:turn", b"\xff")}
+        ),
+        f"adk {ADK_SESSION}",
+        "state 'turn' does not decode",
+    ),
+    "adk state field foreign": (
+        _adk(ADK, ADK_SESSION, lambda line: {**line, "state": _adk_state(line, b"x", b"1")}),
+        "",
+        "state field b'x' is not m:last or s:<key>",
+    ),
+    "adk no last update": (
+        _adk(ADK, ADK_SESSION, lambda line: {**line, "state": _adk_state(line, b"m:last", None)}),
+        "",
+        "state has no m:last",
+    ),
+    "adk ttl not the later one": (
+        _adk(ADK, ADK_SESSION, lambda line: {**line, "ttl_ms": 5}),
+        "",
+        "ttl_ms must be the later of state_ttl_ms and events_ttl_ms",
+    ),
+    "adk user session time not a number": (
+        _adk(ADK_USER, "chat/bob", lambda line: {**line, "sessions": [[_b64(b"s1"), "soon"]]}),
+        "",
+        "sessions[0] time",
+    ),
+    "adk app users twice": (
+        _adk(ADK_APP, "chat", lambda line: {**line, "users": line["users"] * 2}),
+        "",
+        "users lists a member twice",
+    ),
+    "adk app empty": (
+        _adk(
+            ADK_APP, "chat", lambda line: {**line, "users": [], "state": {}, "state_ttl_ms": None}
+        ),
+        "",
+        "needs content",
+    ),
     "graph all empty": (
         _graph(lambda parts: {k: ([] if isinstance(v, list) else {}) for k, v in parts.items()}),
         "",
@@ -555,6 +697,8 @@ def test_lines_of_a_file_are_json_serialisable_as_written(tmp_path: Path) -> Non
         path = _export(store, tmp_path / "backup.jsonl")
     lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     found = {line["kind"] for line in lines[1:-1]}
-    assert found == {"record", TASK, kinds.FENCE.name, EVENTS, USER_INDEX, AGENTS, GRAPH}
+    assert found == {
+        "record", TASK, kinds.FENCE.name, EVENTS, USER_INDEX, AGENTS, GRAPH, ADK, ADK_USER, ADK_APP
+    }  # fmt: skip
     for line in lines[1:-1]:
         parse_entity(line)

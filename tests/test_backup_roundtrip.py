@@ -186,9 +186,7 @@ GENERATORS: Final[dict[str, st.SearchStrategy[list[Op]]]] = {
         _op(kinds.MEMORY, "delete"),
     ),
     kinds.MEMORY_NAMES.name: st.just([]),  # written by every memory put
-    # Not exported yet (kinds.NOT_YET): written beside the others, so the round trip of
-    # every other kind is shown unaffected, and each export must list them left out.
-    kinds.ADK.name: _ops(_op(kinds.ADK, "append", value=patch)),
+    kinds.ADK.name: _ops(_op(kinds.ADK, "append", value=patch, ttl=ttls, user=users)),
     kinds.ADK_USER.name: st.just([]),  # written by every ADK append
     kinds.ADK_APP.name: st.just([]),
 }
@@ -304,27 +302,40 @@ def execute(world: World, op: Op) -> None:
     elif kind is kinds.ADK:
         for touched in (kinds.ADK, kinds.ADK_USER, kinds.ADK_APP):
             world.touch(touched, op.id)
-        asyncio.run(_adk_append(store, op.id, op.value))
+        asyncio.run(_adk_append(store, op))
     else:
         raise AssertionError(f"no executor for kind {kind.name!r}")
 
 
-async def _adk_append(store: Store, user: str, state: dict[str, Any]) -> None:
-    """An ADK session of ``user`` (made on its first append), an event setting
-    ``state`` in each scope."""
+async def _adk_append(store: Store, op: Op) -> None:
+    """An ADK session of user ``op.id`` (made on its first append; registered to that
+    user if ``op.user``), an event setting ``op.value`` in each scope."""
     from google.adk.events.event import Event
     from google.adk.events.event_actions import EventActions
 
     from redistate.adk import RedistateSessionService
 
-    service = RedistateSessionService(store)
-    session = await service.get_session(app_name="app", user_id=user, session_id="s")
+    service = RedistateSessionService(store, ttl=op.ttl, register_users=op.user is not None)
+    session = await service.get_session(app_name="app", user_id=op.id, session_id="s")
     if session is None:
-        session = await service.create_session(app_name="app", user_id=user, session_id="s")
-    delta = {f"{scope}{k}": v for k, v in state.items() for scope in ("", "user:", "app:")}
+        session = await service.create_session(app_name="app", user_id=op.id, session_id="s")
+    delta = {f"{scope}{k}": v for k, v in op.value.items() for scope in ("", "user:", "app:")}
     await service.append_event(
         session, Event(author="user", actions=EventActions(state_delta=delta))
     )
+
+
+async def _adk_observe(store: Store, users: list[str]) -> Any:
+    """Each ADK user's session and the app's listing, as the service reads them."""
+    from redistate.adk import RedistateSessionService
+
+    service = RedistateSessionService(store)
+    seen = []
+    for user in users:
+        got = await service.get_session(app_name="app", user_id=user, session_id="s")
+        seen.append(None if got is None else got.model_dump(mode="json"))
+    listed = await service.list_sessions(app_name="app")
+    return seen, [s.model_dump(mode="json") for s in listed.sessions]
 
 
 def put_checkpoints(saver: RedisStateSaver, name: str, count: int, user: str | None) -> None:
@@ -397,6 +408,8 @@ def observe(world: World, store: Store) -> dict[str, Any]:
             (t.checkpoint, t.metadata, t.pending_writes, t.parent_config)
             for t in saver.list(thread(entity))
         ]
+    if world.ids(kinds.ADK):
+        seen[kinds.ADK.name] = asyncio.run(_adk_observe(store, world.ids(kinds.ADK)))
     return seen
 
 

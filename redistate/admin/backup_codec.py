@@ -84,7 +84,10 @@ class Entity:
     steps: Pairs = ()  # task: (step name, record), by name
     events: tuple[tuple[str, dict[bytes, bytes]], ...] = ()  # events: (stream id, fields)
     anchor: Pairs = ()  # events: the trim anchor's fields (ANCHOR_FIELDS order); () none
-    parts: tuple[Pairs, ...] = ()  # graph: each part's (field, value) or (member, score)
+    # graph: each part's (field, value) or (member, score); adk: its hash's pairs, then
+    # its collection's (element or member, b"") or (member, score)
+    parts: tuple[Pairs, ...] = ()
+    ttls: tuple[int | None, ...] = ()  # adk: each part's time left (None: no expiry)
     # memory: each item's (key, created ms, updated ms, ttl ms, ms left or None, value)
     items: tuple[tuple[bytes, int, int, int, int | None, bytes], ...] = ()
     announced: int = 0  # what LineCodec.announce's script replied (set by the importer)

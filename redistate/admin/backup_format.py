@@ -19,12 +19,21 @@ readable fields::
     {"kind": "agents", "id": "chat", "ttl_ms": 60000, "items": ["<base64>", ...]}
     {"kind": "graph", "id": "thread", "ttl_ms": null, "parts": {"cp": {"<b64 field>":
      "<b64 value>"}, "idx": [["<b64 member>", 0], ...], ...}}
-    {"kind": "end", "entities": 8}
+    {"kind": "adk", "id": "chat/u1/s1", "ttl_ms": 60000, "state": {"<b64 field>":
+     "<b64 value>"}, "state_ttl_ms": 60000, "events": ["<b64>", ...], "events_ttl_ms": 60000}
+    {"kind": "adk-user", "id": "chat/u1", "ttl_ms": null, "state": {...},
+     "state_ttl_ms": null, "sessions": [["<b64 id>", 1767225599.5], ...], "sessions_ttl_ms": 60000}
+    {"kind": "adk-app", "id": "chat", "ttl_ms": null, "state": {...}, "state_ttl_ms": null,
+     "users": ["<b64 id>", ...], "users_ttl_ms": null}
+    {"kind": "end", "entities": 11}
 
 ``ttl_ms`` is the time left as of ``exported_ms`` (null: no expiry); lists are in Redis
 order (checkpoints and ids newest first, deltas, events and agents items oldest first).
 A graph line holds the seven keys of a LangGraph thread (kinds.GRAPH_PARTS): hashes
-as objects, sorted sets as [member, score] pairs. The end line says the file is
+as objects, sorted sets as [member, score] pairs. An ADK line holds a hash and a
+collection that expire apart, each with its own time left (``ttl_ms``: the later one);
+a user's sessions and an app's users are merged into what is stored, never refused
+(redistate.adapters.adk.backup). The end line says the file is
 complete. Not in a file: held leases (a lease belongs to the process holding it),
 lease wake-up lists, write memories (``<key>:writes``) and the staging stream of an
 event rewrite in progress.
@@ -115,7 +124,9 @@ def encode_line(obj: dict[str, Any]) -> bytes:
 
 
 def plural(kind: str) -> str:
-    """A line kind's name in a ``--json`` summary: records, tasks, user_indexes..."""
+    """A line kind's name in a ``--json`` summary: records, tasks, user_indexes,
+    adk_users..."""
+    kind = kind.replace("-", "_")
     if kind.endswith("s"):
         return kind
     return kind + ("es" if kind.endswith("x") else "s")

@@ -278,7 +278,6 @@ ADK: Final = Kind(
     "ADK sessions",
     registered=True,
     skips={
-        Op.EXPORT: _ADK_NEXT,
         Op.ROTATE: _ADK_NEXT,
         Op.MIGRATE: _ADK_NEXT,
     },
@@ -291,7 +290,6 @@ ADK_USER: Final = Kind(
     "ADK user states",
     registered=True,
     skips={
-        Op.EXPORT: _ADK_NEXT,
         Op.ROTATE: _ADK_NEXT,
         Op.MIGRATE: "values are the application's own, stored as ADK gives them",
     },
@@ -303,7 +301,6 @@ ADK_APP: Final = Kind(
     ("", "users", WRITES),
     "ADK app states",
     skips={
-        Op.EXPORT: _ADK_NEXT,
         Op.ROTATE: _ADK_NEXT,
         Op.MIGRATE: "values are the application's own, stored as ADK gives them",
         Op.ERASE: "an app's state is shared by its users: no user owns it",

@@ -747,7 +747,7 @@ def test_a_script_without_a_parser_returns_the_raw_reply_and_counts_as_a_write()
 def test_every_import_script_is_read_as_an_import_reply() -> None:
     # An import batch (Connection.scripts) returns each reply as its script reads it.
     bound = {codec.script().name: codec.script() for codec in codecs()}
-    assert set(bound) == IMPORT_SCRIPTS and len(IMPORT_SCRIPTS) == 8
+    assert set(bound) == IMPORT_SCRIPTS and len(IMPORT_SCRIPTS) == 9
     for name, lua in bound.items():
         assert isinstance(lua, Parsed)
         assert lua.parse == ImportReply.parse
