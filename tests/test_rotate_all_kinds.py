@@ -15,8 +15,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
+
 from redistate import EncryptedCodec, SigningKeys, Store
 from redistate.adapters.agents.recode import recoded_items
+from redistate.adk import RedistateSessionService
 from redistate.admin import RotateReport
 from redistate.agents import RedistateSession
 from redistate.core import kinds
@@ -100,6 +104,32 @@ def _write_memory(store: Store) -> None:
     memory.put(("users", "u2"), "profile", {"name": "bo"})
 
 
+def _write_adk(store: Store) -> None:
+    async def write() -> None:
+        service = RedistateSessionService(store, ttl=600)
+        state = {"turn": 1, "user:name": "ann", "app:model": "m1"}
+        session = await service.create_session(
+            app_name="chat", user_id="u1", session_id="s1", state=state
+        )
+        for n in (2, 3):
+            delta = EventActions(state_delta={"turn": n})
+            await service.append_event(session, Event(author="user", actions=delta))
+
+    asyncio.run(write())
+
+
+def _read_adk(store: Store) -> Any:
+    service = RedistateSessionService(store)
+    got = asyncio.run(service.get_session(app_name="chat", user_id="u1", session_id="s1"))
+    assert got is not None and len(got.events) == 2
+    return got.model_dump(mode="json")
+
+
+def _read_adk_user(store: Store) -> Any:
+    service = RedistateSessionService(store)
+    return asyncio.run(service.get_user_state(app_name="chat", user_id="u1"))
+
+
 def _read_memory(store: Store) -> Any:
     memory = RedistateStore(store)
     found = [
@@ -164,8 +194,14 @@ WRITERS: dict[Kind, tuple[Writer, Reader]] = {
     kinds.EVENTS: (_write_events, _read_events),
     kinds.AGENTS: (_write_agents, _read_agents),
     kinds.MEMORY: (_write_memory, _read_memory),
+    kinds.ADK: (_write_adk, _read_adk),  # the session with its user's and app's state
+    kinds.ADK_USER: (lambda store: None, _read_adk_user),
+    kinds.ADK_APP: (lambda store: None, lambda store: None),  # read with the session
 }
-COUNTS = ("records", "checkpoints", "deltas", "steps", "events", "agent_items", "memory_items")
+COUNTS = (
+    "records", "checkpoints", "deltas", "steps", "events", "agent_items", "memory_items",
+    "adk_values",
+)  # fmt: skip
 
 
 def test_every_kind_rotate_keys_applies_to_is_written_here() -> None:
@@ -185,10 +221,11 @@ def test_after_rotate_keys_every_kind_reads_with_the_new_keys_alone(
     first = both.admin.rotate_keys()
     assert first.unverified == [] and first.changed == 0
     # 3 records, 2 checkpoints, 3 deltas (1 by the run), 2 steps, 2 events and the
-    # anchor, 4 items (the popped one is no item any more), 3 store items
+    # anchor, 4 items (the popped one is no item any more), 3 store items, 5 ADK values
+    # (the session's turn, its 2 events, the user's name, the app's model)
     assert {name: getattr(first, name) for name in COUNTS} == {
         "records": 3, "checkpoints": 2, "deltas": 3, "steps": 2, "events": 3, "agent_items": 4,
-        "memory_items": 3,
+        "memory_items": 3, "adk_values": 5,
     }  # fmt: skip
     assert set(first.old_keys) == {"a"}
     second = both.admin.rotate_keys()
@@ -224,7 +261,7 @@ def test_agents_items_popped_trimmed_or_added_meanwhile_are_left_to_the_next_run
     assert asyncio.run(capped.pop_item()) == _item(3)
     asyncio.run(capped.add_items([_item(4), _item(5)]))
     writes = raw.zrange(old.keys.writes(key), 0, -1, withscores=True)
-    assert both._conn.script(script("agents_recode"), (key,), pairs) == 1
+    assert both._conn.script(script("recode_items"), (key,), pairs) == 1
     assert [key_id(item) for item in raw.lrange(key, 0, -1)] == ["b", "a", "a"]
 
     report = both.admin.rotate_keys()  # the next run moves the two added meanwhile
@@ -257,7 +294,7 @@ def test_store_items_written_or_deleted_meanwhile_are_left_to_the_next_run(
     memory.put(("users", "u1"), "k2", {"v": "k2 again"}, ttl=10)
     memory.delete(("users", "u1"), "k3")
     expiry = raw.zscore(old.keys.memory("users.u1", "exp"), "k1")
-    assert both._conn.script(script("memory_recode"), (key,), triples) == 1
+    assert both._conn.script(script("recode_fields"), (key,), triples) == 1
     assert raw.zscore(old.keys.memory("users.u1", "exp"), "k1") == expiry  # kept
     assert not raw.hexists(key, "k3")  # a deleted item is not brought back
 

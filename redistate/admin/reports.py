@@ -96,6 +96,7 @@ class RotateReport:
     steps: int = 0  # durable step records (run.step)
     agent_items: int = 0  # OpenAI Agents SDK session items (redistate.agents)
     memory_items: int = 0  # LangGraph store items (redistate.langgraph.RedistateStore)
+    adk_values: int = 0  # Google ADK state values and events (redistate.adk)
     current: int = 0
     changed: int = 0
     keys_seen: int = 0

@@ -19,11 +19,10 @@ def rotate_keys(
     as_json: bool = typer.Option(False, "--json", help="one JSON line instead of a table"),
 ) -> None:
     """Re-encrypt every record, checkpoint, delta, step record, audit event, Agents SDK
-    session item and LangGraph store item of the namespace with the primary key of
-    REDISTATE_KEYS (versions, TTLs and fences kept; event chains verified, then
-    recomputed); with
-    REDISTATE_SIGNING_KEYS, seal them anew with the signing primary (data written before
-    signing included). LangGraph threads are not (LangGraph's serializer packs them).
+    session item, LangGraph store item and ADK state value and event of the namespace
+    with the primary key of REDISTATE_KEYS (versions, TTLs and fences kept; event chains
+    verified, then recomputed); with REDISTATE_SIGNING_KEYS, seal them anew with the
+    signing primary (data written before signing included). LangGraph threads are not (LangGraph's serializer packs them).
     Run it again until it rewrites nothing; then the old keys can be dropped."""
     store: Store = ctx.obj.store
     report = store.admin.rotate_keys()
@@ -35,6 +34,7 @@ def rotate_keys(
         "steps": report.steps,
         "agent items": report.agent_items,
         "store items": report.memory_items,
+        "ADK values": report.adk_values,
         "already current": report.current,
         "changed meanwhile": report.changed,
         "moved off": moved,

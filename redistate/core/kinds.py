@@ -278,7 +278,6 @@ ADK: Final = Kind(
     "ADK sessions",
     registered=True,
     skips={
-        Op.ROTATE: _ADK_NEXT,
         Op.MIGRATE: _ADK_NEXT,
     },
     home="adapters.adk",
@@ -290,7 +289,6 @@ ADK_USER: Final = Kind(
     "ADK user states",
     registered=True,
     skips={
-        Op.ROTATE: _ADK_NEXT,
         Op.MIGRATE: "values are the application's own, stored as ADK gives them",
     },
     home="adapters.adk",
@@ -301,7 +299,6 @@ ADK_APP: Final = Kind(
     ("", "users", WRITES),
     "ADK app states",
     skips={
-        Op.ROTATE: _ADK_NEXT,
         Op.MIGRATE: "values are the application's own, stored as ADK gives them",
         Op.ERASE: "an app's state is shared by its users: no user owns it",
     },

@@ -3,7 +3,7 @@
 the loop is redistate.admin.rotate).
 
 Each step result not under the primary key is re-encoded in place by
-``lua/step_recode.lua``; one replaced meanwhile is left (counted as changed).
+``core/lua/recode_fields.lua``; one replaced meanwhile is left (counted as changed).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ROTATE"]
 
-_STEPS = script("step_recode").replying(StepRecodeReply.parse)
+_STEPS = script("recode_fields").replying(StepRecodeReply.parse)
 
 
 def _rotate_steps(

@@ -90,7 +90,7 @@ class StepRecordReply:
 
 @dataclass(frozen=True, slots=True)
 class StepRecodeArgs:
-    """ARGV of step_recode."""
+    """ARGV of recode_fields."""
 
     triples: tuple[bytes, ...]  # (the step's name, the record read, its replacement)...
 
@@ -100,7 +100,7 @@ class StepRecodeArgs:
 
 @dataclass(frozen=True, slots=True)
 class StepRecodeReply:
-    """A step_recode reply: how many records were replaced (one changed since it was
+    """A recode_fields reply: how many records were replaced (one changed since it was
     read is left for a second run)."""
 
     replaced: int

@@ -115,14 +115,14 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         async with store.task(entity) as run:
             await run.save({"step": 1})
             await run.step("s1", lambda: 1, idempotent=False)  # the marker, then the result
-        await store._conn.script(script("step_recode"), (store.keys.task_steps(entity),), ())
+        await store._conn.script(script("recode_fields"), (store.keys.task_steps(entity),), ())
         # redistate.agents: a session's list and its write memory.
         agent_key = store.keys.agent_session(entity)
         agent_keys = (agent_key, store.keys.writes(agent_key))
         memory = store._conn.memory_ms
         await store._conn.script(script("agents_add"), agent_keys, (60_000, 0, memory, "a1", b"1"))
         await store._conn.script(script("agents_pop"), agent_keys, (memory, "a2"))
-        await store._conn.script(script("agents_recode"), (agent_key,), (b"1", b"2"))  # rotate
+        await store._conn.script(script("recode_items"), (agent_key,), (b"1", b"2"))  # rotate
         await store._conn.script(script("agents_clear"), agent_keys, (memory, "a3"))
         # redistate.langgraph: the saver's scripts on one thread's keys.
         graph = AsyncGraph(store._conn, GraphSpec(store.keys, ttl_ms=60_000, keep=1))
@@ -149,7 +149,7 @@ async def test_every_script_and_transaction_stays_in_one_slot(
             await memory_ops_async.run(space, store.codec, 1 << 20, None, [op])
         await space.sweep()
         await store._conn.script(  # rotate-keys
-            script("memory_recode"), (store.keys.memory(f"users.{entity}"),), (b"k", b"1", b"2")
+            script("recode_fields"), (store.keys.memory(f"users.{entity}"),), (b"k", b"1", b"2")
         )
         # redistate.adk: a session's scripts, its user's and its app's.
         adk = store.adk_sessions()
@@ -159,6 +159,10 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         await adk.merge([(store.keys.adk_user(owner), [b"k", b"1"])])
         await adk.get([path], 1, 1.5, [store.keys.adk_user(owner)])
         await adk.delete(owner, path, "s1")
+        for key in (store.keys.adk_session(path), store.keys.adk_user(owner)):  # rotate-keys
+            await store._conn.script(script("recode_fields"), (key,), (b"k", b"1", b"2"))
+        events = store.keys.adk_session(path, "events")
+        await store._conn.script(script("recode_items"), (events,), (b"1", b"2"))
         # redistate import: one script per entity, with the keys import_call chooses.
         await store.users.put(entity, {"n": 1})
         value = await store._conn.get(store.keys.record("user", entity))
@@ -182,6 +186,12 @@ async def test_every_script_and_transaction_stays_in_one_slot(
                 "key": b64encode(b"p").decode(), "created_ms": 1, "updated_ms": 1,
                 "lifetime_ms": 0, "ttl_ms": None,
                 "value": b64encode(store.codec.encode({}, b"")).decode()}]},
+            {"kind": "adk", "id": f"chat/{entity}/s1", "ttl_ms": None, "state": {
+                b64encode(b"m:last").decode(): b64encode(b"1.0").decode()},
+                "state_ttl_ms": None, "events": [], "events_ttl_ms": None},
+            {"kind": "adk-user", "id": f"chat/{entity}", "ttl_ms": None, "state": {},
+             "state_ttl_ms": None, "sessions": [[b64encode(b"s1").decode(), 1.0]],
+             "sessions_ttl_ms": None},
         ]  # fmt: skip
         for line in lines:
             await store._conn.script(*import_call(store.keys, parse_entity(line), 0, True))

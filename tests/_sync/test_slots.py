@@ -116,14 +116,14 @@ def test_every_script_and_transaction_stays_in_one_slot(
         with store.task(entity) as run:
             run.save({"step": 1})
             run.step("s1", lambda: 1, idempotent=False)  # the marker, then the result
-        store._conn.script(script("step_recode"), (store.keys.task_steps(entity),), ())
+        store._conn.script(script("recode_fields"), (store.keys.task_steps(entity),), ())
         # redistate.agents: a session's list and its write memory.
         agent_key = store.keys.agent_session(entity)
         agent_keys = (agent_key, store.keys.writes(agent_key))
         memory = store._conn.memory_ms
         store._conn.script(script("agents_add"), agent_keys, (60_000, 0, memory, "a1", b"1"))
         store._conn.script(script("agents_pop"), agent_keys, (memory, "a2"))
-        store._conn.script(script("agents_recode"), (agent_key,), (b"1", b"2"))  # rotate
+        store._conn.script(script("recode_items"), (agent_key,), (b"1", b"2"))  # rotate
         store._conn.script(script("agents_clear"), agent_keys, (memory, "a3"))
         # redistate.langgraph: the saver's scripts on one thread's keys.
         graph = Graph(store._conn, GraphSpec(store.keys, ttl_ms=60_000, keep=1))
@@ -150,7 +150,7 @@ def test_every_script_and_transaction_stays_in_one_slot(
             memory_ops.run(space, store.codec, 1 << 20, None, [op])
         space.sweep()
         store._conn.script(  # rotate-keys
-            script("memory_recode"), (store.keys.memory(f"users.{entity}"),), (b"k", b"1", b"2")
+            script("recode_fields"), (store.keys.memory(f"users.{entity}"),), (b"k", b"1", b"2")
         )
         # redistate.adk: a session's scripts, its user's and its app's.
         adk = store.adk_sessions()
@@ -160,6 +160,10 @@ def test_every_script_and_transaction_stays_in_one_slot(
         adk.merge([(store.keys.adk_user(owner), [b"k", b"1"])])
         adk.get([path], 1, 1.5, [store.keys.adk_user(owner)])
         adk.delete(owner, path, "s1")
+        for key in (store.keys.adk_session(path), store.keys.adk_user(owner)):  # rotate-keys
+            store._conn.script(script("recode_fields"), (key,), (b"k", b"1", b"2"))
+        events = store.keys.adk_session(path, "events")
+        store._conn.script(script("recode_items"), (events,), (b"1", b"2"))
         # redistate import: one script per entity, with the keys import_call chooses.
         store.users.put(entity, {"n": 1})
         value = store._conn.get(store.keys.record("user", entity))
@@ -183,6 +187,12 @@ def test_every_script_and_transaction_stays_in_one_slot(
                 "key": b64encode(b"p").decode(), "created_ms": 1, "updated_ms": 1,
                 "lifetime_ms": 0, "ttl_ms": None,
                 "value": b64encode(store.codec.encode({}, b"")).decode()}]},
+            {"kind": "adk", "id": f"chat/{entity}/s1", "ttl_ms": None, "state": {
+                b64encode(b"m:last").decode(): b64encode(b"1.0").decode()},
+                "state_ttl_ms": None, "events": [], "events_ttl_ms": None},
+            {"kind": "adk-user", "id": f"chat/{entity}", "ttl_ms": None, "state": {},
+             "state_ttl_ms": None, "sessions": [[b64encode(b"s1").decode(), 1.0]],
+             "sessions_ttl_ms": None},
         ]  # fmt: skip
         for line in lines:
             store._conn.script(*import_call(store.keys, parse_entity(line), 0, True))

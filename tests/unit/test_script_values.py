@@ -324,11 +324,11 @@ VARIADIC_CASES: list[tuple[str, Any, tuple[Any, ...], int, str]] = [
         "pairs: a prefix naming one element",
     ),
     (
-        "step_recode",
+        "recode_fields",
         StepRecodeArgs((b"fetch", b"S1,old", b"S1,new")),
         (b"fetch", b"S1,old", b"S1,new"),
         0,
-        "triples: the step's name, the record read, the record to put",
+        "triples: a field, its value as read, the value to put",
     ),
     (
         "agents_add",
@@ -338,7 +338,7 @@ VARIADIC_CASES: list[tuple[str, Any, tuple[Any, ...], int, str]] = [
         "ARGV[5…] the items, each encoded by the store's codec, oldest first",
     ),
     (
-        "agents_recode",
+        "recode_items",
         AgentsRecodeArgs((b"old", b"new")),
         (b"old", b"new"),
         0,
@@ -560,7 +560,7 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     (CheckpointMigrateReply.parse, [2, 1], CheckpointMigrateReply(2, 1), True),
     (CheckpointMigrateReply.parse, [0, 1], CheckpointMigrateReply(0, 1), False),
     (CheckpointMigrateReply.parse, [0, 0], CheckpointMigrateReply(0, 0), False),
-    # checkpoint_recode, step_recode: how many were replaced
+    # checkpoint_recode, recode_fields: how many were replaced
     (CheckpointRecodeReply.parse, 3, CheckpointRecodeReply(3), True),
     (CheckpointRecodeReply.parse, 0, CheckpointRecodeReply(0), False),
     (StepRecodeReply.parse, 2, StepRecodeReply(2), True),
@@ -578,7 +578,7 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     (AgentsClearReply.parse, 1, AgentsClearReply(ClearStatus.DELETED), True),
     (AgentsClearReply.parse, 0, AgentsClearReply(ClearStatus.NONE), True),
     (AgentsClearReply.parse, 2, AgentsClearReply(ClearStatus.RESENT), True),
-    # agents_recode
+    # recode_items
     (AgentsRecodeReply.parse, 4, AgentsRecodeReply(4), True),
     (AgentsRecodeReply.parse, 0, AgentsRecodeReply(0), False),
     # graph_put (old checkpoints the cap removed; 0 for a resend), graph_writes

@@ -13,7 +13,7 @@ __all__ = ["recoded_items"]
 def recoded_items(
     key: str, items: Sequence[bytes], codec: Codec, current: Callable[[bytes], bool]
 ) -> tuple[list[bytes], int]:
-    """(old, new) pairs for ``lua/agents_recode.lua``, one per item of the Agents SDK
+    """(old, new) pairs for ``core/lua/recode_items.lua``, one per item of the Agents SDK
     session ``key`` not under the primary key, and how many were current. Items are
     encoded with the key's bytes as context, as ``RedistateSession`` encodes them.
 

@@ -1,7 +1,7 @@
 """rotate-keys for OpenAI Agents SDK sessions (the source of
 redistate.adapters.agents.rotate; the loop is redistate.admin.rotate).
 
-Items not under the primary key are re-encoded in place by ``lua/agents_recode.lua``,
+Items not under the primary key are re-encoded in place by ``core/lua/recode_items.lua``,
 a page at a time; one removed meanwhile is left (counted as changed). Not rotated: the
 reply a pop keeps in its write memory for a resend (for the retry window only).
 """
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ROTATE"]
 
-_AGENTS = script("agents_recode").replying(AgentsRecodeReply.parse)
-_PAGE: Final = 500  # items re-encoded per agents_recode call
+_AGENTS = script("recode_items").replying(AgentsRecodeReply.parse)
+_PAGE: Final = 500  # items re-encoded per recode_items call
 
 
 async def _rotate_agents(

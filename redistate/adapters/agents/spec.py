@@ -132,7 +132,7 @@ class AgentsClearReply:
 
 @dataclass(frozen=True, slots=True)
 class AgentsRecodeArgs:
-    """ARGV of agents_recode."""
+    """ARGV of recode_items."""
 
     pairs: tuple[bytes, ...]  # (an item as it was read, the item to put in its place)...
 
@@ -142,7 +142,7 @@ class AgentsRecodeArgs:
 
 @dataclass(frozen=True, slots=True)
 class AgentsRecodeReply:
-    """An agents_recode reply: how many items were replaced (one popped, trimmed or
+    """A recode_items reply: how many items were replaced (one popped, trimmed or
     cleared since it was read is not found)."""
 
     replaced: int

@@ -309,7 +309,7 @@ class Owners:
 def recoded_items(
     nsid: str, items: Sequence[tuple[bytes, bytes]], codec: Codec, current: Callable[[bytes], bool]
 ) -> tuple[list[bytes], int]:
-    """(key, old, new) triples for ``lua/memory_recode.lua``, one per item of namespace
+    """(key, old, new) triples for ``core/lua/recode_fields.lua``, one per item of namespace
     ``nsid`` whose value is not under the primary key (times and ttl kept), and how
     many were current.
 

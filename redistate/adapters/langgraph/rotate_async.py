@@ -2,7 +2,7 @@
 redistate.adapters.langgraph.rotate; the loop is redistate.admin.rotate).
 
 Each item whose value is not under the primary key is re-encoded in place by
-``lua/memory_recode.lua``, a page at a time, with its times and expiry kept; one
+``core/lua/recode_fields.lua``, a page at a time, with its times and expiry kept; one
 written or deleted meanwhile is left (counted as changed). Not rotated: LangGraph
 threads (the saver's serializer packs them, not the store's codec).
 """
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ROTATE"]
 
-_RECODE = script("memory_recode")
-_PAGE: Final = 500  # items re-encoded per memory_recode call
+_RECODE = script("recode_fields")
+_PAGE: Final = 500  # items re-encoded per recode_fields call
 
 
 async def _rotate_memory(

@@ -1,7 +1,7 @@
---[[ agents_recode: replace items of an OpenAI Agents SDK session (redistate.agents) with
-the same items encoded anew (rotate-keys re-encrypts with it), each only if it is still
-exactly the item that was read.
-KEYS[1]  the session's items, a list, oldest first (never its recent writes)
+--[[ recode_items: replace elements of a list with the same items encoded anew (rotate-keys
+re-encrypts with it), each only if it is still exactly the element that was read: an
+OpenAI Agents SDK session's items (redistate.agents), an ADK session's events.
+KEYS[1]  the list, oldest first (never its recent writes)
 ARGV     pairs: an item as it was read, then the item to put in its place
 returns  how many items were replaced. Items are found by their bytes, not positions
          (a capped add trims the head): one popped, trimmed or cleared since it was read
@@ -12,7 +12,7 @@ errors   RSARG on an odd number of arguments; WRONGTYPE if the key holds somethi
 unchecked lrange
 ]]
 if #ARGV % 2 ~= 0 then
-  return redis.error_reply('RSARG malformed arguments to agents_recode')
+  return redis.error_reply('RSARG malformed arguments to recode_items')
 end
 -- old bytes -> the replacements still to place, in the order given
 local wanted = {}
