@@ -22,8 +22,9 @@ def rotate_keys(
     session item, LangGraph store item and ADK state value and event of the namespace
     with the primary key of REDISTATE_KEYS (versions, TTLs and fences kept; event chains
     verified, then recomputed); with REDISTATE_SIGNING_KEYS, seal them anew with the
-    signing primary (data written before signing included). LangGraph threads are not (LangGraph's serializer packs them).
-    Run it again until it rewrites nothing; then the old keys can be dropped."""
+    signing primary (data written before signing included). LangGraph threads are not
+    (LangGraph's serializer packs them). Run it again until it rewrites nothing; then
+    the old keys can be dropped."""
     store: Store = ctx.obj.store
     report = store.admin.rotate_keys()
     moved = ", ".join(f"{k}: {n}" for k, n in sorted(report.old_keys.items())) or "none"
