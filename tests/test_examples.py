@@ -27,6 +27,14 @@ def _run(path: Path, url: str | None) -> str:
 
 # What each example must print: it shows the guarantee it is about.
 EXPECTED = {
+    "adk_two_processes.py": [
+        "assistant: Nice to meet you, Ada.",
+        "found 4 events of the session",  # the second process: the first one's history
+        "assistant: Your name is Ada.",  # from user: state the first process set
+        "turn process exit code: 0",
+        "events stored: 6",
+        "state: {'turns_with_tools': 1, 'user:name': 'Ada'}",
+    ],
     "langgraph_resume.py": [
         "process 1 killed by SIGKILL (exit -9)",
         "saved before the kill: ['outline', 'research'], next: ['draft']",
