@@ -227,6 +227,7 @@ class Clients:
     store: Store
     raw: redis.Redis  # the hand-written baseline
     stats: redis.Redis  # reads the counters on its own connection, apart from the measured
+    url: str = ""  # the server's, for clients a benchmark makes itself (an AsyncStore)
 
 
 @contextlib.contextmanager
@@ -240,7 +241,7 @@ def connect(url: str) -> Iterator[Clients]:
     raw = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **opts)
     stats = redis.Redis.from_url(url, **opts)
     try:
-        yield Clients(namespace, store, raw, stats)
+        yield Clients(namespace, store, raw, stats, url)
     finally:
         for key in raw.scan_iter(match=f"{namespace}:*", count=1000):
             raw.delete(key)

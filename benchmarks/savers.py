@@ -355,10 +355,7 @@ def graph_warmup(args: argparse.Namespace) -> int:
 
 
 def server_url(c: Clients, args: argparse.Namespace) -> str:
-    if args.url:
-        return str(args.url)
-    kw = c.raw.connection_pool.connection_kwargs
-    return f"redis://{kw['host']}:{kw['port']}/{kw.get('db', 0)}"
+    return str(args.url) if args.url else c.url
 
 
 # --- report -----------------------------------------------------------------------------

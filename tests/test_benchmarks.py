@@ -332,3 +332,15 @@ def test_server_instructions_benchmark_counts_each_script_inside_fcall(tmp_path:
             row["instructions"] /= 2
     failures = module.check(run, reference)
     assert len(failures) == 1 and failures[0].startswith("Redis 7 put 1 KB:"), failures
+
+
+def test_adk_sessions_benchmark_compares_the_services_in_the_round_trips_it_promises() -> None:
+    """benchmarks/adk_sessions.py --quick: every op on the three services; it exits 1 if
+    a get takes more than one round trip, or a get and an append more than three."""
+    done = bench("adk_sessions.py", "--quick")
+    rows = {line.split("|")[0].strip(): line for line in done.stdout.splitlines() if "|" in line}
+    for op in ("list_sessions (500 of one user)", "get_session (2 events)", "create_session"):
+        assert op in rows, op
+    assert rows["get_session (2 events)"].split("|")[4].strip() == "1.00"
+    for service in ("redistate", "DatabaseSessionService", "InMemorySessionService"):
+        assert f"{service} p50" in done.stdout, service

@@ -26,8 +26,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from typing import TYPE_CHECKING, BinaryIO, Final
 
+from ..core.batching import raise_first
 from ..core.errors import IntegrityError, RedistateError
 from ..core.keys import KeySpace
 from .backup_format import (
@@ -66,14 +67,6 @@ if TYPE_CHECKING:
 __all__ = ["export", "import_file"]
 
 PROGRESS_KEYS: Final = 1000  # progress is reported in steps of this many keys
-
-
-def _raise(replies: list[Any]) -> list[Any]:
-    """``conn.scripts``' replies, the first failed call's error raised."""
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
 
 
 def export(
@@ -175,7 +168,7 @@ def import_file(
             if calls:
                 replies = conn.scripts([call for _, call in calls])
                 todo = list(todo)
-                for (n, _), reply in zip(calls, _raise(replies), strict=True):
+                for (n, _), reply in zip(calls, raise_first(replies), strict=True):
                     todo[n] = (replace(todo[n][0], announced=int(reply)), todo[n][1])
             replies = conn.scripts([import_call(keys, e, t, force) for e, t in todo])
             stale, landed = [], []
@@ -190,7 +183,7 @@ def import_file(
             # cleared its tomb just before the write is undone (one round trip).
             after = [call for e in landed if (call := announcement(keys, e)) is not None]
             if after:
-                _raise(conn.scripts(after))
+                raise_first(conn.scripts(after))
             if not stale:
                 return
             todo = stale

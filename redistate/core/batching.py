@@ -15,9 +15,18 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from .errors import BatchError, BatchNotSent
 from .scripts import Script
 
-__all__ = ["BatchError", "BatchNotSent", "Call", "Pending", "Prepared"]
+__all__ = ["BatchError", "BatchNotSent", "Call", "Pending", "Prepared", "raise_first"]
 
 T = TypeVar("T")
+
+
+def raise_first(replies: list[Any]) -> list[Any]:
+    """The replies of a batch (``conn.scripts``, ``conn.writes``), or the first failed
+    call's error raised: for callers whose calls only make sense together."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
 
 
 class Call(NamedTuple):

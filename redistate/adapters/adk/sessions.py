@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ...core import kinds
-from ...core.batching import Call
+from ...core.batching import Call, raise_first
 from ...core.connection import Connection
 from ...core.keys import KeySpace
 from ...core.scripts import script
@@ -41,13 +41,6 @@ def _pairs(flat: Sequence[Any]) -> dict[bytes, bytes]:
     if isinstance(flat, dict):
         return dict(flat)
     return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def _raise(replies: list[Any]) -> list[Any]:
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
 
 
 class AdkSessions:
@@ -93,7 +86,7 @@ class AdkSessions:
         if owner is not None:
             entries = (entry(kinds.ADK_KEY, path), entry(kinds.ADK_USER_KEY, user_path))
             calls.append((_USERS, (self.keys.user_index(owner),), entries))
-        _raise(self._conn.scripts(calls))
+        raise_first(self._conn.scripts(calls))
         wid = new_write_id()
         args = (self._conn.memory_ms, wid, ttl_ms, stamp(created), *fields)
         reply = self._conn.script(_CREATE, self._session(path), args, wid=wid)
@@ -117,7 +110,7 @@ class AdkSessions:
         at = stamp(timestamp)
         index = self.keys.adk_user(user_path, "sessions")
         args = (memory, wid, ttl_ms, at, event_element(timestamp, event), *fields)
-        replies = _raise(
+        replies = raise_first(
             self._conn.writes(
                 [
                     Call(_APPEND, self._session(path), args, wid=wid),
@@ -136,7 +129,7 @@ class AdkSessions:
             calls.append(
                 Call(_STATE, self._state(key), (self._conn.memory_ms, wid, *fields), wid=wid)
             )
-        _raise(self._conn.writes(calls))
+        raise_first(self._conn.writes(calls))
 
     def get(
         self,
@@ -150,7 +143,7 @@ class AdkSessions:
         argv = (recent, "" if after is None else stamp(after))
         calls: list[Any] = [(_GET, self._session(p)[:2], argv) for p in paths]
         calls += [(_READ, (key,), ()) for key in states]
-        replies = _raise(self._conn.scripts(calls))
+        replies = raise_first(self._conn.scripts(calls))
         found: list[Found | None] = []
         for reply in replies[: len(paths)]:
             found.append(None if not reply else (_pairs(reply[0]), list(reply[1])))
@@ -181,7 +174,7 @@ class AdkSessions:
         """Delete a session's keys and take it off its user's index."""
         hash_key, events, writes = self._session(path)
         index = self.keys.adk_user(user_path, "sessions")
-        _raise(
+        raise_first(
             [
                 part
                 for reply in self._conn.batch(

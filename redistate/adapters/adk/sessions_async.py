@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ...core import kinds
-from ...core.batching import Call
+from ...core.batching import Call, raise_first
 from ...core.connection_async import AsyncConnection
 from ...core.keys import KeySpace
 from ...core.scripts import script
@@ -40,13 +40,6 @@ def _pairs(flat: Sequence[Any]) -> dict[bytes, bytes]:
     if isinstance(flat, dict):
         return dict(flat)
     return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def _raise(replies: list[Any]) -> list[Any]:
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
 
 
 class AsyncAdkSessions:
@@ -92,7 +85,7 @@ class AsyncAdkSessions:
         if owner is not None:
             entries = (entry(kinds.ADK_KEY, path), entry(kinds.ADK_USER_KEY, user_path))
             calls.append((_USERS, (self.keys.user_index(owner),), entries))
-        _raise(await self._conn.scripts(calls))
+        raise_first(await self._conn.scripts(calls))
         wid = new_write_id()
         args = (self._conn.memory_ms, wid, ttl_ms, stamp(created), *fields)
         reply = await self._conn.script(_CREATE, self._session(path), args, wid=wid)
@@ -116,7 +109,7 @@ class AsyncAdkSessions:
         at = stamp(timestamp)
         index = self.keys.adk_user(user_path, "sessions")
         args = (memory, wid, ttl_ms, at, event_element(timestamp, event), *fields)
-        replies = _raise(
+        replies = raise_first(
             await self._conn.writes(
                 [
                     Call(_APPEND, self._session(path), args, wid=wid),
@@ -135,7 +128,7 @@ class AsyncAdkSessions:
             calls.append(
                 Call(_STATE, self._state(key), (self._conn.memory_ms, wid, *fields), wid=wid)
             )
-        _raise(await self._conn.writes(calls))
+        raise_first(await self._conn.writes(calls))
 
     async def get(
         self,
@@ -149,7 +142,7 @@ class AsyncAdkSessions:
         argv = (recent, "" if after is None else stamp(after))
         calls: list[Any] = [(_GET, self._session(p)[:2], argv) for p in paths]
         calls += [(_READ, (key,), ()) for key in states]
-        replies = _raise(await self._conn.scripts(calls))
+        replies = raise_first(await self._conn.scripts(calls))
         found: list[Found | None] = []
         for reply in replies[: len(paths)]:
             found.append(None if not reply else (_pairs(reply[0]), list(reply[1])))
@@ -182,7 +175,7 @@ class AsyncAdkSessions:
         """Delete a session's keys and take it off its user's index."""
         hash_key, events, writes = self._session(path)
         index = self.keys.adk_user(user_path, "sessions")
-        _raise(
+        raise_first(
             [
                 part
                 for reply in await self._conn.batch(

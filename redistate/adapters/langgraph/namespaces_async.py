@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final
 
+from ...core.batching import raise_first
 from ...core.connection_async import AsyncConnection
 from ...core.keys import KeySpace
 from ...core.kinds import MEMORY_KEY
@@ -60,7 +61,7 @@ class AsyncNamespaces:
         asked; all in one round trip per server."""
         calls = [(_GET, self._own(n), ["1" if r else "0", *keys]) for n, keys, r in reads]
         out = []
-        for reply in _replies(await self._conn.scripts(calls)):
+        for reply in raise_first(await self._conn.scripts(calls)):
             out.append((int(reply[0]), [item or None for item in reply[1:]]))
         return out
 
@@ -100,7 +101,7 @@ class AsyncNamespaces:
         round trip per server."""
         replies = await self._conn.scripts([(_READ, self._own(n), ()) for n in nsids])
         out = []
-        for reply in _replies(replies):
+        for reply in raise_first(replies):
             flat = reply[1:]
             out.append((int(reply[0]), list(zip(flat[::2], flat[1::2], strict=True))))
         return out
@@ -151,7 +152,7 @@ class AsyncNamespaces:
         while todo:  # a namespace with over 1,000 expired items takes several calls
             calls = [(_SWEEP, self._tombed(n), (read[n], "set")) for n in todo]
             again = []
-            for name, reply in zip(todo, _replies(await self._conn.scripts(calls)), strict=True):
+            for name, reply in zip(todo, raise_first(await self._conn.scripts(calls)), strict=True):
                 expired += int(reply[0])
                 if int(reply[1]) and read[name] != "0":
                     empty.append(name)
@@ -163,16 +164,8 @@ class AsyncNamespaces:
         pairs = [part for n in empty for part in (n, read[n])]
         forgotten = int(await self._conn.script(_FORGET, self._registry(), pairs))
         clear = [(_SWEEP, self._tombed(n), (read[n], "clear")) for n in empty]
-        _replies(await self._conn.scripts(clear))
+        raise_first(await self._conn.scripts(clear))
         return SweepReport(expired, forgotten)
 
     def _tombed(self, nsid: str) -> list[str]:
         return [*self._own(nsid), self.keys.memory(nsid, "tomb")]
-
-
-def _replies(replies: list[Any]) -> list[Any]:
-    """``conn.scripts``' replies, the first failed call's error raised."""
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
