@@ -246,6 +246,41 @@ def test_an_append_without_shared_state_is_one_round_trip(
     assert shared == 2  # then the user: delta, once the event landed
 
 
+def test_a_create_is_two_round_trips_and_three_with_shared_state(
+    server_backend: Backend, namespace: str
+) -> None:
+    from tests.roundtrips import server_reads
+
+    async def run() -> list[tuple[int, Session]]:
+        store = AsyncStore(server_backend.async_client(), namespace=namespace)
+        service = RedistateSessionService(store, ttl=600)
+        raw = server_backend.raw()
+        # The first contact and each script's first load are round trips of their own.
+        await service.create_session(app_name=APP, user_id="w", state={"user:w": 1})
+        await service.create_session(app_name=APP, user_id="w")
+        out = []
+        for n, state in enumerate(({"k": 1}, {"k": 2, "user:u": 3, "app:a": 4})):
+            before = server_reads(raw)
+            made = await service.create_session(
+                app_name=APP, user_id="u", session_id=f"s{n}", state=state
+            )
+            out.append((server_reads(raw) - before - 1, made))
+        raw.close()
+        read = await service.get_session(app_name=APP, user_id="u", session_id="s0")
+        assert read is not None
+        out.append((0, read))
+        await store.aclose()
+        return out
+
+    (plain, first), (shared, second), (_, first_read) = asyncio.run(run())
+    assert plain == 2  # the indexes, then the session with the shared state read
+    assert shared == 3  # the indexes, the session, then the shared state merged and read
+    assert second.state == {"k": 2, "user:u": 3, "app:a": 4}
+    # What a create returns is what a get reads back (its state now shared too).
+    assert _shape(first)[3] | {"user:u": 3, "app:a": 4} == _shape(first_read)[3]
+    assert first.last_update_time == first_read.last_update_time
+
+
 def test_a_session_expires_with_its_ttl_and_leaves_its_users_listing(
     server_backend: Backend, namespace: str
 ) -> None:
@@ -318,3 +353,190 @@ async def _erase(store: Store | AsyncStore, user: str) -> Any:
     if isinstance(store, AsyncStore):
         return await store.users.erase(user)
     return await asyncio.to_thread(store.users.erase, user)
+
+
+def _shout(event: dict[str, Any]) -> dict[str, Any]:
+    """A schema step: version 2 of an event keeps its text upper-cased."""
+    for part in event.get("content", {}).get("parts", []):
+        part["text"] = part["text"].upper()
+    return event
+
+
+def test_events_at_an_older_schema_are_read_upgraded_and_written_back_by_migrate(
+    make: Make,
+) -> None:
+    from google.genai import types
+
+    from redistate import SchemaError
+
+    def said(text: str) -> Event:
+        return Event(
+            author="user", content=types.Content(role="user", parts=[types.Part(text=text)])
+        )
+
+    def texts(session: Session | None) -> list[str]:
+        assert session is not None
+        return [p.text or "" for e in session.events for p in (e.content and e.content.parts) or []]
+
+    async def admin_migrate(store: Store | AsyncStore) -> Any:
+        if isinstance(store, AsyncStore):
+            return await store.admin.migrate()
+        return await asyncio.to_thread(store.admin.migrate)
+
+    async def run() -> None:
+        service = await make()
+        store = service.store
+        session = await service.create_session(app_name=APP, user_id="u", session_id="s")
+        for text in ("hi", "there"):
+            await service.append_event(session, said(text))
+        events = store.keys.adk_session(f"{APP}/u/s", "events")
+        conn: Any = store._conn
+        read = conn.idempotent("LRANGE", events, 0, -1)
+        before = await read if isinstance(store, AsyncStore) else read
+        assert [e.split(b":")[1] for e in before] == [b"1", b"1"]
+
+        store.migrations.register("adk-events", 1, _shout)
+        got = await service.get_session(app_name=APP, user_id="u", session_id="s")
+        assert texts(got) == ["HI", "THERE"]  # upgraded as read, not yet written
+        await service.append_event(session, said("new"))  # written at schema 2
+        report = await admin_migrate(store)
+        assert (report.adk_events, report.invalid, report.newer) == (2, 0, 0)
+        read = conn.idempotent("LRANGE", events, 0, -1)
+        after = await read if isinstance(store, AsyncStore) else read
+        assert [e.split(b":")[1] for e in after] == [b"2", b"2", b"2"]
+        # The step is not run twice: what migrate wrote is read as it is.
+        got = await service.get_session(app_name=APP, user_id="u", session_id="s")
+        assert texts(got) == ["HI", "THERE", "new"]
+        assert (await admin_migrate(store)).adk_events == 0
+
+        # Code that knows only schema 1 refuses schema 2 instead of reading it wrong.
+        client: Any = store._conn.client
+        old = RedistateSessionService(type(store)(client, namespace=store.keys.namespace))
+        with pytest.raises(SchemaError, match="newer than this code knows"):
+            await old.get_session(app_name=APP, user_id="u", session_id="s")
+        await _close(service)
+
+    asyncio.run(run())
+
+
+def test_a_step_that_makes_an_event_adk_refuses_leaves_it_as_it_was(make: Make) -> None:
+    async def run() -> None:
+        service = await make()
+        store = service.store
+        session = await service.create_session(app_name=APP, user_id="u", session_id="s")
+        await service.append_event(session, Event(author="user"))
+        store.migrations.register("adk-events", 1, lambda e: {**e, "timestamp": "noon"})
+        report = await (
+            store.admin.migrate()
+            if isinstance(store, AsyncStore)
+            else asyncio.to_thread(store.admin.migrate)
+        )
+        assert (report.adk_events, report.invalid) == (0, 1)
+        assert "timestamp" in report.invalid_examples[0]
+        assert f"{APP}/u/s" in report.invalid_examples[0]
+        events = store.keys.adk_session(f"{APP}/u/s", "events")
+        conn: Any = store._conn
+        read = conn.idempotent("LRANGE", events, 0, -1)
+        stored = await read if isinstance(store, AsyncStore) else read
+        assert [e.split(b":")[1] for e in stored] == [b"1"]  # left as it was
+        await _close(service)
+
+    asyncio.run(run())
+
+
+_GATES: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}  # model -> (called, go on)
+
+
+def _runner(name: str, service: Any) -> Any:
+    """An ADK Runner whose agent answers through a model that waits, once called, until
+    the test lets it go on: its reply is then appended from a session object read
+    before the other runner's turn. The answer lands in state by ``output_key``."""
+    from collections.abc import AsyncGenerator
+
+    from google.adk.agents import LlmAgent
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import Runner
+    from google.genai import types
+
+    class Gated(BaseLlm):
+        async def generate_content_async(
+            self, llm_request: LlmRequest, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse, None]:
+            gate = _GATES.get(self.model)
+            if gate is not None:
+                gate[0].set()
+                await gate[1].wait()
+            heard = [
+                p.text for c in llm_request.contents for p in c.parts or [] if c.role == "user"
+            ]
+            text = f"{self.model} heard {' + '.join(t or '' for t in heard)}"
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
+
+    agent = LlmAgent(name="helper", model=Gated(model=name), output_key=f"user:{name}")
+    return Runner(app_name=APP, agent=agent, session_service=service)
+
+
+async def _two_runners(service: Any) -> None:
+    """Runner a reads the session and is held in its model call while runner b runs a
+    whole turn on the same session; then a's reply is appended."""
+    from google.genai import types
+
+    def said(text: str) -> types.Content:
+        return types.Content(role="user", parts=[types.Part(text=text)])
+
+    async def turn(runner: Any, text: str) -> None:
+        async for _ in runner.run_async(user_id="u", session_id="s", new_message=said(text)):
+            pass
+
+    await service.create_session(app_name=APP, user_id="u", session_id="s")
+    called, go_on = asyncio.Event(), asyncio.Event()
+    _GATES["a"] = (called, go_on)
+    try:
+        first = asyncio.create_task(turn(_runner("a", service), "hello from a"))
+        await called.wait()  # a holds its session object and is in its model call
+        await turn(_runner("b", service), "hello from b")
+        go_on.set()
+        await first
+    finally:
+        del _GATES["a"]
+
+
+def test_two_runners_on_one_session_raise_no_stale_session_error_and_lose_nothing(
+    make: Make, tmp_path: Any
+) -> None:
+    """What ADK's stale-session check becomes: ADK's SQL service refuses runner a's
+    reply (its session object is older than what b stored); redistate appends it, and
+    keeps b's turn and both answers. Runner a's own object saw only its own turn."""
+    from google.adk.errors._stale_session_error import StaleSessionError
+    from google.adk.sessions import DatabaseSessionService
+
+    async def oracle() -> None:
+        sql = DatabaseSessionService(f"sqlite+aiosqlite:///{tmp_path / 'adk.db'}")
+        try:
+            with pytest.raises(StaleSessionError):
+                await _two_runners(sql)
+        finally:
+            await sql.close()
+
+    async def run() -> None:
+        service = await make()
+        await _two_runners(service)
+        got = await service.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None
+        said = [(e.author, p.text) for e in got.events if e.content for p in e.content.parts or []]
+        assert said == [
+            ("user", "hello from a"),
+            ("user", "hello from b"),
+            ("helper", "b heard hello from a + hello from b"),  # b read a's message
+            ("helper", "a heard hello from a"),  # a answered from what it had read
+        ]
+        assert got.state == {
+            "user:a": "a heard hello from a",
+            "user:b": "b heard hello from a + hello from b",
+        }
+        await _close(service)
+
+    asyncio.run(oracle())
+    asyncio.run(run())

@@ -550,14 +550,19 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
         "not valid base64",
     ),
     "adk event not decodable": (
-        _adk(ADK, ADK_SESSION, lambda line: {**line, "events": [_b64(b"1.5:\xff")]}),
+        _adk(ADK, ADK_SESSION, lambda line: {**line, "events": [_b64(b"1.5:1:\xff")]}),
         f"adk {ADK_SESSION}",
         "events[0] does not decode with the store's codec",
+    ),
+    "adk event without a schema": (
+        _adk(ADK, ADK_SESSION, lambda line: {**line, "events": [_b64(b"1.5:{}")]}),
+        "",
+        "events[0] is not '<timestamp>:<schema>:<event>'",
     ),
     "adk event without a time": (
         _adk(ADK, ADK_SESSION, lambda line: {**line, "events": [_b64(b"{}")]}),
         "",
-        "events[0] is not '<timestamp>:<event>'",
+        "events[0] is not '<timestamp>:<schema>:<event>'",
     ),
     "adk state value not decodable": (
         _adk(

@@ -23,6 +23,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from ..core import kinds
+from ..core.batching import pairs
 from ..core.codec import Codec
 from ..core.envelope import MAX_VERSION
 from ..core.keys import KeySpace, escape_id
@@ -390,16 +391,6 @@ def entity_id(obj: dict[str, Any]) -> str:
 def pttls(keys: tuple[str, ...]) -> list[tuple[Any, ...]]:
     """A PTTL command for each key."""
     return [("PTTL", k) for k in keys]
-
-
-def pairs(reply: Any) -> list[tuple[bytes, Any]]:
-    """A hash or WITHSCORES reply as pairs: RESP2 gives a flat list, RESP3 a map (a
-    hash) or a list of pairs (a sorted set)."""
-    if isinstance(reply, dict):
-        return list(reply.items())
-    if reply and isinstance(reply[0], list | tuple):
-        return [(a, b) for a, b in reply]
-    return list(zip(reply[::2], reply[1::2], strict=True))
 
 
 def text(value: Any) -> str:

@@ -79,11 +79,19 @@ class MigrateReport:
     events: int = 0  # event payloads written back (their chains recomputed)
     changed: int = 0  # streams appended to meanwhile: the next run migrates them
     unverified: list[str] = field(default_factory=list)  # event chains left as they are
+    adk_events: int = 0  # Google ADK events written back (redistate.adk)
+    invalid: int = 0  # values a step made that cannot be stored or read: left as they are
+    invalid_examples: list[str] = field(default_factory=list)  # where, and why
 
     def note_newer(self, key: str) -> None:
         self.newer += 1
         if len(self.newer_keys) < EXAMPLES:
             self.newer_keys.append(key)
+
+    def note_invalid(self, what: str) -> None:
+        self.invalid += 1
+        if len(self.invalid_examples) < EXAMPLES:
+            self.invalid_examples.append(what)
 
 
 @dataclass

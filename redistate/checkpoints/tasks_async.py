@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core._translate import translate
-from ..core.batching import Call, Prepared
+from ..core.batching import Call, Prepared, pairs
 from ..core.connection_async import AsyncConnection
 from ..core.durability import Durability
 from ..core.errors import ConflictError
@@ -393,9 +393,7 @@ class AsyncCheckpoints:
         *newest, found = replies
         steps_key = self.spec.keys.task_steps(task_id)
         # In a transaction's reply HGETALL is a flat list under RESP2, a map under RESP3.
-        fields = (
-            found if isinstance(found, dict) else dict(zip(found[::2], found[1::2], strict=True))
-        )
+        fields = dict(pairs(found))
         steps = self.step_spec.steps(steps_key, fields)
         return await self._restored(task_id, newest), steps
 

@@ -53,9 +53,10 @@ def migrate_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="one JSON line instead of a table"),
 ) -> None:
-    """Write back every record, checkpoint and audit event stored at an older schema,
-    migrated by the steps that --using registers (records by compare-and-set, TTLs
-    kept; event chains verified, then recomputed); values newer than those steps are
+    """Write back every record, checkpoint, audit event and ADK event stored at an older
+    schema, migrated by the steps that --using registers (records by compare-and-set,
+    TTLs kept; event chains verified, then recomputed; ADK events checked by the
+    installed ADK); values newer than those steps, or that a step made invalid, are
     reported (exit 1) and left as they are."""
     register = load_steps(using)
     store: Store = ctx.obj.store
@@ -70,8 +71,10 @@ def migrate_command(
         "checkpoints": report.checkpoints,
         "checkpoints held": report.held,
         "events": report.events,
+        "ADK events": report.adk_events,
         "changed meanwhile": report.changed,
         "event chains not verified": len(report.unverified),
+        "invalid after the steps": report.invalid,
     }
     emit([row], as_json, f"migrated {store.keys.namespace}", vertical=True)
     if report.newer:
@@ -83,4 +86,9 @@ def migrate_command(
         raise RedistateError(
             f"{len(report.unverified)} event chain(s) do not verify and were not "
             f"migrated (see redistate events ENTITY), e.g. {report.unverified[0]}"
+        )
+    if report.invalid:
+        raise RedistateError(
+            f"{report.invalid} value(s) were left as they are: the steps made something "
+            "that cannot be stored or read, e.g. " + "; ".join(report.invalid_examples)
         )

@@ -15,9 +15,27 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from .errors import BatchError, BatchNotSent
 from .scripts import Script
 
-__all__ = ["BatchError", "BatchNotSent", "Call", "Pending", "Prepared", "raise_first"]
+__all__ = [
+    "BatchError",
+    "BatchNotSent",
+    "Call",
+    "Pending",
+    "Prepared",
+    "pairs",
+    "raise_first",
+]
 
 T = TypeVar("T")
+
+
+def pairs(reply: Any) -> list[tuple[bytes, Any]]:
+    """A hash or WITHSCORES reply as pairs: RESP2 (and a script) gives a flat list,
+    RESP3 a map (a hash) or a list of pairs (a sorted set)."""
+    if isinstance(reply, dict):
+        return list(reply.items())
+    if reply and isinstance(reply[0], list | tuple):
+        return [(a, b) for a, b in reply]
+    return list(zip(reply[::2], reply[1::2], strict=True))
 
 
 def raise_first(replies: list[Any]) -> list[Any]:

@@ -270,16 +270,12 @@ MEMORY_NAMES: Final = Kind(
     home="adapters.langgraph",
 )
 
-_ADK_NEXT = f"{NOT_YET}: the ADK session service is new (issue 23 continues)"
 ADK: Final = Kind(
     "adk",
     ADK_KEY,
     ("", "events", WRITES),
     "ADK sessions",
     registered=True,
-    skips={
-        Op.MIGRATE: _ADK_NEXT,
-    },
     home="adapters.adk",
 )
 ADK_USER: Final = Kind(

@@ -23,6 +23,7 @@ _ALIASES: Final = {
     "sessions": "session",
     "checkpoints": "checkpoint",
     "events": "event",
+    "adk-events": "adk-event",
 }
 _MAX_SCHEMA: Final = 999_999_999  # 9 digits in the record header
 
@@ -32,7 +33,8 @@ Upgrade = Callable[[Any], Any]
 def kind_of(name: str) -> str:
     """The kind a name means: ``users`` → ``user``, ``sessions`` → ``session``,
     ``checkpoints`` → ``checkpoint`` (task states), ``events`` → ``event`` (payloads),
-    a collection's own name as it is."""
+    ``adk-events`` → ``adk-event`` (Google ADK events), a collection's own name as it
+    is."""
     return _ALIASES.get(name, check_kind(name))
 
 
@@ -46,8 +48,9 @@ class Migrations:
 
     def register(self, kind: str, from_version: int, fn: Upgrade) -> None:
         """``fn(data) -> data`` upgrades ``kind`` (``"users"``, ``"sessions"``, a
-        collection's name, ``"checkpoints"`` for task states or ``"events"`` for event
-        payloads) from ``from_version`` to ``from_version + 1``.
+        collection's name, ``"checkpoints"`` for task states, ``"events"`` for event
+        payloads or ``"adk-events"`` for Google ADK events, as their JSON dicts) from
+        ``from_version`` to ``from_version + 1``.
 
         Raises:
             ValueError: a version outside 1..999999998, a step registered twice, or

@@ -187,7 +187,7 @@ class _Adk(LineCodec):
         if self.shape.kind is kinds.ADK:
             for n, (element, _) in enumerate(items):
                 try:
-                    limits.codec.decode(split_element(element)[1], context("event", entity.id, ""))
+                    limits.codec.decode(split_element(element)[2], context("event", entity.id, ""))
                 except RedistateError as exc:
                     raise ValueError(
                         f"events[{n}] does not decode with the store's codec: {exc}"
@@ -231,7 +231,7 @@ def _stamp(value: object, what: str) -> bytes:
 
 def _session_fields(state: list[tuple[bytes, bytes]], events: list[tuple[bytes, bytes]]) -> None:
     """A session's hash holds its last update time and "s:" state fields; its events
-    are "<timestamp>:<encoded event>"."""
+    are "<timestamp>:<schema>:<encoded event>"."""
     if not state:
         raise ValueError("an ADK session needs its state (its last update time, m:last)")
     names = {name: value for name, value in state}
@@ -247,14 +247,13 @@ def _session_fields(state: list[tuple[bytes, bytes]], events: list[tuple[bytes, 
         if name != LAST:
             _text(name, "state field")
     for n, (element, _) in enumerate(events):
-        head, sep, _ = element.partition(b":")
         try:
-            if not sep:
-                raise ValueError
-            _stamp(float(head), f"events[{n}] time")
+            _stamp(split_element(element)[0], f"events[{n}] time")
         except ValueError:
             found = element[:40]
-            raise ValueError(f"events[{n}] is not '<timestamp>:<event>': {found!r}") from None
+            raise ValueError(
+                f"events[{n}] is not '<timestamp>:<schema>:<event>': {found!r}"
+            ) from None
 
 
 BACKUP: Final[Mapping[str, LineCodec]] = {

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from ...admin.backup_codec import pairs
 from ...core import kinds
+from ...core.batching import pairs
 from ...core.scripts import script
 from .spec import LAST, STATE, context, split_element
 
@@ -76,11 +76,11 @@ async def _rotate_events(
     pairs_: list[bytes] = []
     for element in await conn.idempotent("LRANGE", found.key, 0, -1):
         element = bytes(element)
-        _, data = split_element(element)
+        _, _, data = split_element(element)
         if current(data):
             report.current += 1
             continue
-        head = element[: len(element) - len(data)]  # "<timestamp>:"
+        head = element[: len(element) - len(data)]  # "<timestamp>:<schema>:"
         pairs_ += [element, head + _recode(store.codec, data, where)]
     await _send(conn, found.key, pairs_, 2, report)
 

@@ -26,6 +26,7 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session
 
 from ...core._ttl import check_ttl
+from ...core.batching import pairs
 from ...core.codec import Codec
 from ...core.errors import InvalidId, StateTooLarge
 from ...store import Store
@@ -33,6 +34,7 @@ from ...store_async import AsyncStore
 from .sessions_async import AsyncAdkSessions, Found
 from .spec import (
     APP,
+    EVENTS,
     LAST,
     STATE,
     USER,
@@ -41,6 +43,7 @@ from .spec import (
     session_path,
     split_element,
     split_state,
+    stamp,
     user_path,
 )
 
@@ -132,11 +135,13 @@ class RedistateSessionService(BaseSessionService):
         for key, value in self._decoded("user", user_path(app, user), user_state, b"").items():
             state[USER + key] = value
         events = []
+        migrations = self.store.migrations
         for element in elements:
-            _, data = split_element(element)
-            events.append(
-                Event.model_validate(self._codec.decode(data, context("event", path, "")))
-            )
+            _, schema, data = split_element(element)
+            value = self._codec.decode(data, context("event", path, ""))
+            if schema != migrations.current(EVENTS):  # newer: SchemaError, never dropped
+                value = migrations.upgrade(EVENTS, schema, value, f"an event of {path!r:.80}")
+            events.append(Event.model_validate(value))
         return Session(
             id=session_id,
             app_name=app,
@@ -169,7 +174,10 @@ class RedistateSessionService(BaseSessionService):
         app_fields = self._fields("app", app_name, scopes.app, b"")
         user_fields = self._fields("user", owner, scopes.user, b"")
         created = time.time()
-        made = await self._run(
+        keys = self.store.keys
+        reads = [keys.adk_app(app_name), keys.adk_user(owner)]
+        merges = self._merges(app_name, owner, app_fields, user_fields)
+        made, read = await self._run(
             "create",
             app_name,
             user_id,
@@ -180,25 +188,26 @@ class RedistateSessionService(BaseSessionService):
             self._ttl_ms,
             fields,
             registered,
+            [] if merges else reads,
         )
         if not made:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.")
-        await self._merge(app_name, owner, app_fields, user_fields)
-        got = await self.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
-        if got is None:  # expired or deleted at once by another instance
-            raise SessionNotFoundError(f"Session {session_id} not found.")
-        return got
+        if merges:  # the shared state read after this session's part of it is merged
+            read = await self._run("merge", merges, reads)
+        # Built here, not read back: as stored (decoded), with no event yet.
+        stored = dict(pairs(fields)) | {LAST: stamp(created)}
+        found: Found = (stored, [])
+        return self._session(app_name, user_id, session_id, found, read[0], read[1])
 
-    async def _merge(
+    def _merges(
         self, app: str, owner: str, app_fields: list[bytes], user_fields: list[bytes]
-    ) -> None:
+    ) -> list[tuple[str, list[bytes]]]:
         states = []
         if app_fields:
             states.append((self.store.keys.adk_app(app), app_fields))
         if user_fields:
             states.append((self.store.keys.adk_user(owner), user_fields))
-        if states:
-            await self._run("merge", states)
+        return states
 
     async def get_session(
         self,
@@ -283,12 +292,15 @@ class RedistateSessionService(BaseSessionService):
             context("event", path, ""),
             f"event {event.id!r:.40}",
         )
+        schema = self.store.migrations.current(EVENTS)
         appended = await self._run(
-            "append", owner, path, sid, event.timestamp, self._ttl_ms, data, fields
+            "append", owner, path, sid, event.timestamp, self._ttl_ms, data, schema, fields
         )
         if not appended:
             raise SessionNotFoundError(f"Session {sid} not found.")
-        await self._merge(app, owner, app_fields, user_fields)
+        merges = self._merges(app, owner, app_fields, user_fields)
+        if merges:
+            await self._run("merge", merges)
         await super().append_event(session=session, event=event)
         session.last_update_time = event.timestamp
         return event

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ...core import kinds
-from ...core.batching import Call, raise_first
+from ...core.batching import Call, pairs, raise_first
 from ...core.connection import Connection
 from ...core.keys import KeySpace
 from ...core.scripts import script
@@ -37,10 +37,8 @@ _USERS: Final = script("adk_users")
 Found = tuple[dict[bytes, bytes], list[bytes]]  # a session's hash, its events as stored
 
 
-def _pairs(flat: Sequence[Any]) -> dict[bytes, bytes]:
-    if isinstance(flat, dict):
-        return dict(flat)
-    return dict(zip(flat[::2], flat[1::2], strict=True))
+def _hash(reply: Any) -> dict[bytes, bytes]:
+    return dict(pairs(reply))
 
 
 class AdkSessions:
@@ -70,11 +68,12 @@ class AdkSessions:
         ttl_ms: int,
         fields: Sequence[bytes],
         owner: str | None = None,
-    ) -> bool:
+        reads: Sequence[str] = (),
+    ) -> tuple[bool, list[dict[bytes, bytes]]]:
         """Enter the session in its user's index, its user in the app's and, with an
         ``owner``, both in that redistate user's index (one round trip), then create it
-        with its session-state ``fields``; False if it existed (nothing changed: it was
-        in the indexes already)."""
+        with its session-state ``fields`` and read each state hash of ``reads`` (one
+        more). False if it existed (nothing changed: it was in the indexes already)."""
         index = self.keys.adk_user(user_path, "sessions")
         users = self.keys.adk_app(app, "users")
         # Indexed first: a listing never misses a session that exists, an erasure never
@@ -89,8 +88,15 @@ class AdkSessions:
         raise_first(self._conn.scripts(calls))
         wid = new_write_id()
         args = (self._conn.memory_ms, wid, ttl_ms, stamp(created), *fields)
-        reply = self._conn.script(_CREATE, self._session(path), args, wid=wid)
-        return int(reply[0]) != 0
+        replies = raise_first(
+            self._conn.writes(
+                [
+                    Call(_CREATE, self._session(path), args, wid=wid),
+                    *(Call(_READ, (key,), ()) for key in reads),
+                ]
+            )
+        )
+        return int(replies[0][0]) != 0, [_hash(r) for r in replies[1:]]
 
     def append(
         self,
@@ -100,16 +106,17 @@ class AdkSessions:
         timestamp: float,
         ttl_ms: int,
         event: bytes,
+        schema: int,
         fields: Sequence[bytes],
     ) -> bool:
-        """Append an encoded event and its session-state ``fields``, and move the
-        session up in its user's index, in one round trip per server. False: no such
-        session (nothing written)."""
+        """Append an encoded event (written at ``schema``) and its session-state
+        ``fields``, and move the session up in its user's index, in one round trip per
+        server. False: no such session (nothing written)."""
         wid = new_write_id()
         memory = self._conn.memory_ms
         at = stamp(timestamp)
         index = self.keys.adk_user(user_path, "sessions")
-        args = (memory, wid, ttl_ms, at, event_element(timestamp, event), *fields)
+        args = (memory, wid, ttl_ms, at, event_element(timestamp, schema, event), *fields)
         replies = raise_first(
             self._conn.writes(
                 [
@@ -120,16 +127,21 @@ class AdkSessions:
         )
         return int(replies[0][0]) != 0
 
-    def merge(self, states: Sequence[tuple[str, Sequence[bytes]]]) -> None:
-        """Set each (state key, flat fields and values) as a merge, one round trip per
-        server."""
+    def merge(
+        self, states: Sequence[tuple[str, Sequence[bytes]]], reads: Sequence[str] = ()
+    ) -> list[dict[bytes, bytes]]:
+        """Set each (state key, flat fields and values) as a merge, then read each state
+        hash of ``reads`` (after the merges: each server runs its calls in order), one
+        round trip per server."""
         calls = []
         for key, fields in states:
             wid = new_write_id()
             calls.append(
                 Call(_STATE, self._state(key), (self._conn.memory_ms, wid, *fields), wid=wid)
             )
-        raise_first(self._conn.writes(calls))
+        calls += [Call(_READ, (key,), ()) for key in reads]
+        replies = raise_first(self._conn.writes(calls))
+        return [_hash(r) for r in replies[len(states) :]]
 
     def get(
         self,
@@ -146,8 +158,8 @@ class AdkSessions:
         replies = raise_first(self._conn.scripts(calls))
         found: list[Found | None] = []
         for reply in replies[: len(paths)]:
-            found.append(None if not reply else (_pairs(reply[0]), list(reply[1])))
-        return found, [_pairs(r) for r in replies[len(paths) :]]
+            found.append(None if not reply else (_hash(reply[0]), list(reply[1])))
+        return found, [_hash(r) for r in replies[len(paths) :]]
 
     def index(self, user_paths: Sequence[str]) -> list[list[bytes]]:
         """The session ids each user's index lists (some may be gone: see prune)."""

@@ -21,6 +21,7 @@ from ...core.keys import escape_id
 
 __all__ = [
     "APP",
+    "EVENTS",
     "TEMP",
     "USER",
     "Scopes",
@@ -39,6 +40,9 @@ USER: Final = "user:"
 TEMP: Final = "temp:"
 STATE: Final = b"s:"  # a session-state field of the session hash
 LAST: Final = b"m:last"  # the session's last update time (seconds, as ADK keeps it)
+# What store.migrations.register names ADK events by ("adk-events" too): each stored
+# event carries the schema it was written at, and reads upgrade an older one.
+EVENTS: Final = "adk-event"
 
 
 def _part(value: object, what: str) -> str:
@@ -123,13 +127,17 @@ def stamp(seconds: object) -> bytes:
     return repr(value).encode()
 
 
-def event_element(timestamp: object, data: bytes) -> bytes:
-    """An event as its list holds it: ``<timestamp>:<encoded event>`` (the script
-    filters by time without decoding)."""
-    return stamp(timestamp) + b":" + data
+def event_element(timestamp: object, schema: int, data: bytes) -> bytes:
+    """An event as its list holds it: ``<timestamp>:<schema>:<encoded event>`` (the
+    script filters by time without decoding; migrate finds old ones the same way)."""
+    return b"%s:%d:%s" % (stamp(timestamp), schema, data)
 
 
-def split_element(element: bytes) -> tuple[float, bytes]:
-    """An event list element's (timestamp, encoded event)."""
-    head, _, data = bytes(element).partition(b":")
-    return float(head), data
+def split_element(element: bytes) -> tuple[float, int, bytes]:
+    """An event list element's (timestamp, schema, encoded event). Raises ValueError
+    if it is not ``<timestamp>:<schema>:<encoded event>``."""
+    head, _, rest = bytes(element).partition(b":")
+    schema, sep, data = rest.partition(b":")
+    if not sep or not schema.isdigit() or not 0 < len(schema) <= 9 or int(schema) < 1:
+        raise ValueError(f"not '<timestamp>:<schema>:<event>': {bytes(element)[:40]!r}")
+    return float(head), int(schema), data

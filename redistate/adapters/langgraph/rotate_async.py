@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from ...admin.backup_codec import pairs
 from ...core import kinds
+from ...core.batching import pairs
 from ...core.scripts import script
 from .memory import recoded_items
 

@@ -8,7 +8,7 @@ memory   KEYS[3] ARGV[1]
 ARGV[2]  the write id ([A-Za-z0-9_-], 1-32 chars)
 ARGV[3]  ttl in ms from now; "0" = leave the expiry as it is
 ARGV[4]  the event's timestamp (seconds): the session's last update time
-ARGV[5]  the event as the list holds it: "<timestamp>:<encoded event>"
+ARGV[5]  the event as the list holds it: "<timestamp>:<schema>:<encoded event>"
 ARGV[6…] pairs: a "s:<key>" field, its encoded value (the delta's session keys)
 returns  {1, events}: appended, the list's length after; {0}: no such session (it was
          deleted or expired: nothing written); {2}: a resend of an append already made
