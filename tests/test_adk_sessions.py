@@ -74,6 +74,9 @@ DELTAS = st.dictionaries(KEYS, VALUES, max_size=3)
 OPS = st.one_of(
     st.tuples(st.just("create"), USERS, SIDS, DELTAS),
     st.tuples(st.just("append"), USERS, SIDS, DELTAS, st.booleans()),
+    # The last event sent to the session again: an equal copy (a redelivery, not stored
+    # twice) or another event that shares its id (stored).
+    st.tuples(st.just("again"), USERS, SIDS, st.one_of(st.none(), DELTAS)),
     st.tuples(st.just("get"), USERS, SIDS, st.one_of(st.none(), st.integers(0, 3)), st.booleans()),
     st.tuples(st.just("list"), st.one_of(st.none(), USERS)),
     st.tuples(st.just("delete"), USERS, SIDS),
@@ -81,10 +84,23 @@ OPS = st.one_of(
 )
 
 
-async def _call(service: Any, op: tuple[Any, ...], clock: list[float]) -> Any:
-    """One op against a service: its result, or the name of the error it raised."""
+async def _call(
+    service: Any, op: tuple[Any, ...], clock: list[float], sent: dict[Any, Event]
+) -> Any:
+    """One op against a service: its result, or the name of the error it raised
+    (``sent``: the last event appended to each session)."""
     kind = op[0]
     try:
+        if kind == "again":
+            last = sent.get((op[1], op[2]))
+            session = await service.get_session(app_name=APP, user_id=op[1], session_id=op[2])
+            if last is None or session is None:
+                return None
+            event = last.model_copy(deep=True)
+            if op[3] is not None:
+                event.actions = EventActions(state_delta=dict(op[3]))
+            returned = await service.append_event(session, event)
+            return (returned.model_dump(mode="json", exclude_none=True), _shape(session))
         if kind == "create":
             session = await service.create_session(
                 app_name=APP, user_id=op[1], session_id=op[2], state=dict(op[3])
@@ -104,6 +120,7 @@ async def _call(service: Any, op: tuple[Any, ...], clock: list[float]) -> Any:
                 actions=EventActions(state_delta=dict(op[3])),
             )
             returned = await service.append_event(session, event)
+            sent[(op[1], op[2])] = event.model_copy(deep=True)
             return (returned.model_dump(mode="json", exclude_none=True), _shape(session))
         if kind == "get":
             config = None
@@ -140,9 +157,11 @@ def test_the_service_answers_as_adks_in_memory_service(
         service = await make()
         oracle = InMemorySessionService()
         ours_clock, oracle_clock = [1e9], [1e9]
+        ours_sent: dict[Any, Event] = {}
+        oracle_sent: dict[Any, Event] = {}
         for op in ops:
-            got = await _call(service, op, ours_clock)
-            want = await _call(oracle, copy.deepcopy(op), oracle_clock)
+            got = await _call(service, op, ours_clock, ours_sent)
+            want = await _call(oracle, copy.deepcopy(op), oracle_clock, oracle_sent)
             assert got == want, op
         for user in ("u1", "u2"):  # leave nothing for the next example
             for sid in ("s1", "s2", "s/3"):
@@ -244,6 +263,37 @@ def test_an_append_without_shared_state_is_one_round_trip(
     plain, shared = asyncio.run(run())
     assert plain == 1  # the event, its session delta and the index: one pipeline
     assert shared == 2  # then the user: delta, once the event landed
+
+
+def test_an_event_delivered_again_is_stored_once_and_its_delta_applied_once(
+    make: Make,
+) -> None:
+    """The same event object, then an equal copy, appended again (a caller retrying):
+    stored once, its ``user:`` counter applied once, as ADK's in-memory service does;
+    another event that only shares the id is stored."""
+
+    async def run() -> tuple[list[str], dict[str, Any], int]:
+        service = await make()
+        session = await service.create_session(app_name=APP, user_id="u", session_id="s")
+        event = Event(
+            id="e1", author="user", actions=EventActions(state_delta={"user:n": 1, "k": 1})
+        )
+        await service.append_event(session, event)
+        await service.append_event(session, event)
+        await service.append_event(session, event.model_copy(deep=True))
+        other = Event(id="e1", author="model", actions=EventActions(state_delta={"k": 2}))
+        await service.append_event(session, other)
+        got = await service.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None
+        await service.delete_session(app_name=APP, user_id="u", session_id="s")
+        await _clear_state(service)
+        await _close(service)
+        return [e.author for e in got.events], got.state, len(session.events)
+
+    authors, state, local = asyncio.run(run())
+    assert authors == ["user", "model"]
+    assert state == {"k": 2, "user:n": 1}
+    assert local == 2  # the caller's session object, as ADK's own services leave it
 
 
 def test_a_create_is_two_round_trips_and_three_with_shared_state(

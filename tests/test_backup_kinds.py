@@ -574,7 +574,12 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
     "adk state field foreign": (
         _adk(ADK, ADK_SESSION, lambda line: {**line, "state": _adk_state(line, b"x", b"1")}),
         "",
-        "state field b'x' is not m:last or s:<key>",
+        "state field b'x' is not m:last, s:<key> or e:<id>",
+    ),
+    "adk event mark not 1": (
+        _adk(ADK, ADK_SESSION, lambda line: {**line, "state": _adk_state(line, b"e:x", b"2")}),
+        "",
+        "state field b'e:x' (an event id's mark) is not 1",
     ),
     "adk no last update": (
         _adk(ADK, ADK_SESSION, lambda line: {**line, "state": _adk_state(line, b"m:last", None)}),

@@ -155,7 +155,7 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         adk = store.adk_sessions()
         owner, path = f"chat/{entity}", f"chat/{entity}/s1"
         await adk.create("chat", entity, owner, path, "s1", 1.0, 60_000, [b"s:k", b"1"])
-        await adk.append(owner, path, "s1", 2.0, 60_000, b"{}", 1, [b"s:k", b"2"])
+        await adk.append(owner, path, "s1", 2.0, 60_000, "e1", b"{}", 1, [b"s:k", b"2"])
         await adk.merge([(store.keys.adk_user(owner), [b"k", b"1"])])
         await adk.get([path], 1, 1.5, [store.keys.adk_user(owner)])
         await adk.delete(owner, path, "s1")

@@ -156,7 +156,7 @@ def test_every_script_and_transaction_stays_in_one_slot(
         adk = store.adk_sessions()
         owner, path = f"chat/{entity}", f"chat/{entity}/s1"
         adk.create("chat", entity, owner, path, "s1", 1.0, 60_000, [b"s:k", b"1"])
-        adk.append(owner, path, "s1", 2.0, 60_000, b"{}", 1, [b"s:k", b"2"])
+        adk.append(owner, path, "s1", 2.0, 60_000, "e1", b"{}", 1, [b"s:k", b"2"])
         adk.merge([(store.keys.adk_user(owner), [b"k", b"1"])])
         adk.get([path], 1, 1.5, [store.keys.adk_user(owner)])
         adk.delete(owner, path, "s1")

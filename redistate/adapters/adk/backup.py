@@ -37,7 +37,7 @@ from ...core import kinds
 from ...core.errors import RedistateError
 from ...core.keys import KeySpace
 from ...core.scripts import Parsed, script
-from .spec import LAST, STATE, context, split_element, stamp
+from .spec import LAST, SEEN, STATE, context, split_element, stamp
 
 __all__ = ["BACKUP"]
 
@@ -173,8 +173,8 @@ class _Adk(LineCodec):
         scope = self.shape.scope
         for name, value in state:
             if self.shape.kind is kinds.ADK:
-                if name == LAST:
-                    continue
+                if name == LAST or name.startswith(SEEN):
+                    continue  # a time, an event id's mark: nothing encoded
                 key = name[len(STATE) :].decode("utf-8", "surrogatepass")
             else:
                 key = name.decode("utf-8", "surrogatepass")
@@ -230,8 +230,8 @@ def _stamp(value: object, what: str) -> bytes:
 
 
 def _session_fields(state: list[tuple[bytes, bytes]], events: list[tuple[bytes, bytes]]) -> None:
-    """A session's hash holds its last update time and "s:" state fields; its events
-    are "<timestamp>:<schema>:<encoded event>"."""
+    """A session's hash holds its last update time, "s:" state fields and "e:" marks
+    of its event ids; its events are "<timestamp>:<schema>:<encoded event>"."""
     if not state:
         raise ValueError("an ADK session needs its state (its last update time, m:last)")
     names = {name: value for name, value in state}
@@ -241,9 +241,12 @@ def _session_fields(state: list[tuple[bytes, bytes]], events: list[tuple[bytes, 
         _stamp(float(names[LAST]), "state m:last")
     except ValueError:
         raise ValueError(f"state m:last {names[LAST][:40]!r} is not a time in seconds") from None
-    for name in names:
-        if name != LAST and not name.startswith(STATE):
-            raise ValueError(f"state field {name[:40]!r} is not m:last or s:<key>")
+    for name, value in names.items():
+        if name.startswith(SEEN) and len(name) > len(SEEN):
+            if value != b"1":
+                raise ValueError(f"state field {name[:40]!r} (an event id's mark) is not 1")
+        elif name != LAST and not name.startswith(STATE):
+            raise ValueError(f"state field {name[:40]!r} is not m:last, s:<key> or e:<id>")
         if name != LAST:
             _text(name, "state field")
     for n, (element, _) in enumerate(events):

@@ -31,7 +31,7 @@ from ...core.codec import Codec
 from ...core.errors import InvalidId, StateTooLarge
 from ...store import Store
 from ...store_async import AsyncStore
-from .sessions_async import AsyncAdkSessions, Found
+from .sessions_async import Appended, AsyncAdkSessions, Found
 from .spec import (
     APP,
     EVENTS,
@@ -275,6 +275,11 @@ class RedistateSessionService(BaseSessionService):
         _, (state,) = await self._run("get", [], 0, None, [self.store.keys.adk_user(owner)])
         return self._decoded("user", owner, state, b"")
 
+    async def _holds(self, app: str, user: str, sid: str, event: Event) -> bool:
+        """Whether the stored session holds an event equal to ``event`` (one read)."""
+        stored = await self.get_session(app_name=app, user_id=user, session_id=sid)
+        return stored is not None and any(e == event for e in stored.events if e.id == event.id)
+
     async def append_event(self, session: Session, event: Event) -> Event:
         if event.partial:
             return event
@@ -293,10 +298,16 @@ class RedistateSessionService(BaseSessionService):
             f"event {event.id!r:.40}",
         )
         schema = self.store.migrations.current(EVENTS)
-        appended = await self._run(
-            "append", owner, path, sid, event.timestamp, self._ttl_ms, data, schema, fields
-        )
-        if not appended:
+        args = (owner, path, sid, event.timestamp, self._ttl_ms, event.id, data, schema, fields)
+        done: Appended = await self._run("append", *args)
+        if done is Appended.SEEN:
+            # An event with this id is stored: an equal one is a redelivery, not
+            # appended again (as ADK's InMemorySessionService does); a different one
+            # that shares the id is appended.
+            if await self._holds(app, user, sid, event):
+                return event
+            done = await self._run("append", *args, True)
+        if done is Appended.GONE:
             raise SessionNotFoundError(f"Session {sid} not found.")
         merges = self._merges(app, owner, app_fields, user_fields)
         if merges:

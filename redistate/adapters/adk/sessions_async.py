@@ -21,9 +21,9 @@ from ...core.keys import KeySpace
 from ...core.scripts import script
 from ...records.erasure import entry
 from ...records.spec import new_write_id
-from .spec import event_element, stamp
+from .spec import SEEN, Appended, event_element, stamp
 
-__all__ = ["AsyncAdkSessions", "Found"]
+__all__ = ["AsyncAdkSessions", "Appended", "Found"]
 
 _CREATE: Final = script("adk_create")
 _APPEND: Final = script("adk_append")
@@ -104,18 +104,23 @@ class AsyncAdkSessions:
         session_id: str,
         timestamp: float,
         ttl_ms: int,
+        event_id: str,
         event: bytes,
         schema: int,
         fields: Sequence[bytes],
-    ) -> bool:
+        again: bool = False,
+    ) -> Appended:
         """Append an encoded event (written at ``schema``) and its session-state
         ``fields``, and move the session up in its user's index, in one round trip per
-        server. False: no such session (nothing written)."""
+        server. Unless ``again``, an event whose id the session holds is not appended
+        (SEEN: the caller compares the two)."""
         wid = new_write_id()
         memory = self._conn.memory_ms
         at = stamp(timestamp)
         index = self.keys.adk_user(user_path, "sessions")
-        args = (memory, wid, ttl_ms, at, event_element(timestamp, schema, event), *fields)
+        seen = SEEN + event_id.encode("utf-8", "surrogatepass")
+        element = event_element(timestamp, schema, event)
+        args = (memory, wid, ttl_ms, at, seen, int(again), element, *fields)
         replies = raise_first(
             await self._conn.writes(
                 [
@@ -124,7 +129,7 @@ class AsyncAdkSessions:
                 ]
             )
         )
-        return int(replies[0][0]) != 0
+        return Appended(int(replies[0][0]))
 
     async def merge(
         self, states: Sequence[tuple[str, Sequence[bytes]]], reads: Sequence[str] = ()

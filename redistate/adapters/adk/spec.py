@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Final
 
 from ...core.errors import InvalidId
@@ -22,8 +23,10 @@ from ...core.keys import escape_id
 __all__ = [
     "APP",
     "EVENTS",
+    "SEEN",
     "TEMP",
     "USER",
+    "Appended",
     "Scopes",
     "app_id",
     "context",
@@ -40,9 +43,19 @@ USER: Final = "user:"
 TEMP: Final = "temp:"
 STATE: Final = b"s:"  # a session-state field of the session hash
 LAST: Final = b"m:last"  # the session's last update time (seconds, as ADK keeps it)
+SEEN: Final = b"e:"  # marks an event id the session holds: "e:<event id>" -> "1"
 # What store.migrations.register names ADK events by ("adk-events" too): each stored
 # event carries the schema it was written at, and reads upgrade an older one.
 EVENTS: Final = "adk-event"
+
+
+class Appended(Enum):
+    """What adk_append did (its reply's first element)."""
+
+    GONE = 0  # no such session: nothing written
+    APPENDED = 1
+    RESENT = 2  # a resend of an append already made: nothing written again
+    SEEN = 3  # an event with this id is in the session: nothing written
 
 
 def _part(value: object, what: str) -> str:

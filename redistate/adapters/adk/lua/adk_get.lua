@@ -5,7 +5,8 @@ ARGV[1]  how many of the most recent events ("-1": all, "0": none)
 ARGV[2]  after_timestamp: from the newest event back, stop at the first one older than
          it (seconds); "" = no filter
 returns  {} if there is no such session, else {the hash's fields and values, flat, as
-         a list; then the events as stored, oldest first}
+         a list, but its "e:<event id>" marks (one per event: not sent); then the
+         events as stored, oldest first}
 errors   RSARG on malformed arguments.
 unchecked hgetall llen lrange
 ]]
@@ -13,8 +14,15 @@ local recent, after = tonumber(ARGV[1]), ARGV[2]
 if #ARGV ~= 2 or not recent or (after ~= '' and not tonumber(after)) then
   return redis.error_reply('RSARG malformed arguments to adk_get')
 end
-local fields = redis.call('HGETALL', KEYS[1])
-if #fields == 0 then return {} end
+local all = redis.call('HGETALL', KEYS[1])
+if #all == 0 then return {} end
+local fields = {}
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, 2) ~= 'e:' then
+    fields[#fields + 1] = all[i]
+    fields[#fields + 1] = all[i + 1]
+  end
+end
 local length = redis.call('LLEN', KEYS[2])
 local first = 0
 if recent >= 0 then first = math.max(0, length - recent) end
