@@ -34,6 +34,7 @@ from .records.spec import RecordSpec
 if TYPE_CHECKING:  # imported where used: a store that never locks never loads leases
     from .adapters.adk.sessions import AdkSessions
     from .adapters.agents.items import AgentItems
+    from .adapters.claude.transcripts import ClaudeTranscripts
     from .adapters.langgraph.graph import GraphSpec
     from .adapters.langgraph.namespaces import Namespaces
     from .adapters.langgraph.threads import Graph
@@ -290,6 +291,12 @@ class Store(WithGuard):
         from .adapters.adk.sessions import AdkSessions
 
         return AdkSessions(self._conn, self.keys)
+
+    def claude_transcripts(self) -> ClaudeTranscripts:
+        """The storage of Claude Agent SDK sessions (redistate.claude builds on it)."""
+        from .adapters.claude.transcripts import ClaudeTranscripts
+
+        return ClaudeTranscripts(self._conn, self.keys)
 
     def memory_namespaces(self) -> Namespaces:
         """The storage of the LangGraph store (redistate.langgraph.RedistateStore)."""

@@ -33,6 +33,7 @@ from .records.spec import RecordSpec
 if TYPE_CHECKING:  # imported where used: a store that never locks never loads leases
     from .adapters.adk.sessions_async import AsyncAdkSessions
     from .adapters.agents.items_async import AsyncAgentItems
+    from .adapters.claude.transcripts_async import AsyncClaudeTranscripts
     from .adapters.langgraph.graph import GraphSpec
     from .adapters.langgraph.namespaces_async import AsyncNamespaces
     from .adapters.langgraph.threads_async import AsyncGraph
@@ -289,6 +290,12 @@ class AsyncStore(AsyncWithGuard):
         from .adapters.adk.sessions_async import AsyncAdkSessions
 
         return AsyncAdkSessions(self._conn, self.keys)
+
+    def claude_transcripts(self) -> AsyncClaudeTranscripts:
+        """The storage of Claude Agent SDK sessions (redistate.claude builds on it)."""
+        from .adapters.claude.transcripts_async import AsyncClaudeTranscripts
+
+        return AsyncClaudeTranscripts(self._conn, self.keys)
 
     def memory_namespaces(self) -> AsyncNamespaces:
         """The storage of the LangGraph store (redistate.langgraph.RedistateStore)."""

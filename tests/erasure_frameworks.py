@@ -14,6 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from redistate import AsyncStore, Store
 from redistate.adk import RedistateSessionService
 from redistate.agents import RedistateSession
+from redistate.claude import RedistateSessionStore
 from redistate.langgraph import RedisStateSaver, RedistateStore
 
 ITEMS: list[Any] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
@@ -40,8 +41,8 @@ def config(thread_id: str, user: str) -> Any:
 
 async def async_framework_data(store: AsyncStore, user: str) -> None:
     """An Agents SDK session ``<user>-a1``, a LangGraph thread ``<user>-g1``, a
-    LangGraph store namespace ``(<user>-m, facts)`` and an ADK session of app
-    ``<user>-app`` with ``user:`` state."""
+    LangGraph store namespace ``(<user>-m, facts)``, an ADK session of app
+    ``<user>-app`` with ``user:`` state and a Claude Agent SDK session."""
     session = RedistateSession(f"{user}-a1", store=store, user=user)
     await session.add_items(ITEMS)
     saver = RedisStateSaver(store, user_key="user_id")
@@ -50,6 +51,17 @@ async def async_framework_data(store: AsyncStore, user: str) -> None:
     memory = RedistateStore(store, user=lambda ns: ns[0].removesuffix("-m"))
     await memory.aput((f"{user}-m", "facts"), "likes", {"tea": True}, ttl=10)
     await adk_data(store, user)
+    await claude_data(store, user)
+
+
+async def claude_data(store: Store | AsyncStore, user: str) -> None:
+    """A Claude Agent SDK session of project ``<user>-proj`` with a subagent
+    transcript, registered to ``user``."""
+    sessions = RedistateSessionStore(store, user=user)
+    key: Any = {"project_key": f"{user}-proj", "session_id": "c1"}
+    await sessions.append(key, [{"type": "user", "uuid": "e1"}])
+    sub: Any = {**key, "subpath": "subagents/a"}
+    await sessions.append(sub, [{"type": "x"}])
 
 
 async def adk_data(store: Store | AsyncStore, user: str) -> None:
@@ -73,3 +85,4 @@ def sync_framework_data(store: Store, user: str) -> None:
     memory = RedistateStore(store, user=lambda ns: ns[0].removesuffix("-m"))
     memory.put((f"{user}-m", "facts"), "likes", {"tea": True}, ttl=10)
     asyncio.run(adk_data(store, user))  # ADK's session services are async only
+    asyncio.run(claude_data(store, user))  # and the Claude SDK's session stores

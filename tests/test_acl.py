@@ -250,6 +250,27 @@ def _agents(admin: Store, denied: Store) -> RedistateSession:
     return RedistateSession("chat", store=denied, ttl=60)
 
 
+CLAUDE: Any = {"project_key": "p", "session_id": "c"}
+CLAUDE_SUB: Any = {**CLAUDE, "subpath": "subagents/a"}
+
+
+def _claude(admin: Store, denied: Store) -> Any:
+    """A Claude Agent SDK session with a subagent transcript (by the admin); the denied
+    user's store."""
+    from redistate.claude import RedistateSessionStore
+
+    sessions = RedistateSessionStore(admin, ttl=60)
+    asyncio.run(sessions.append(CLAUDE, [{"type": "user", "uuid": "a"}]))
+    asyncio.run(sessions.append(CLAUDE_SUB, [{"type": "x", "uuid": "b"}]))
+    return RedistateSessionStore(denied, ttl=60)
+
+
+def _claude_store(store: Store) -> Any:
+    from redistate.claude import RedistateSessionStore
+
+    return RedistateSessionStore(store, ttl=60)
+
+
 def _thread(name: str) -> Any:
     return {"configurable": {"thread_id": name, "checkpoint_ns": ""}}
 
@@ -386,6 +407,23 @@ OPERATIONS: dict[str, tuple[Setup, Operation]] = {
     "store list_namespaces": (_memory, lambda s, m: m.list_namespaces()),
     "store sweep": (_memory, lambda s, m: m.sweep()),
     "agents clear_session": (_agents, lambda s, a: asyncio.run(a.clear_session())),
+    "claude append": (_claude, lambda s, c: asyncio.run(c.append(CLAUDE, [{"type": "x"}]))),
+    "claude append (new session)": (
+        _none,
+        lambda s, _: asyncio.run(_claude_store(s).append(CLAUDE, [{"type": "x"}])),
+    ),
+    "claude append (subagent)": (
+        _claude,
+        lambda s, c: asyncio.run(c.append(CLAUDE_SUB, [{"type": "x", "uuid": "c"}])),
+    ),
+    "claude delete": (_claude, lambda s, c: asyncio.run(c.delete(CLAUDE))),
+    "claude delete (subagent)": (_claude, lambda s, c: asyncio.run(c.delete(CLAUDE_SUB))),
+    "claude load": (_claude, lambda s, c: asyncio.run(c.load(CLAUDE))),
+    "claude list_session_summaries": (
+        _claude,
+        lambda s, c: asyncio.run(c.list_session_summaries("p")),
+    ),
+    "claude list_subkeys": (_claude, lambda s, c: asyncio.run(c.list_subkeys(CLAUDE))),
     # Reads: nothing to write, but a denial is named all the same.
     "get": (_record, lambda s, _: s.sessions.get("s")),
     "get_many": (_record, lambda s, _: s.sessions.get_many(["s", "t"])),
@@ -401,6 +439,12 @@ OPERATIONS: dict[str, tuple[Setup, Operation]] = {
 # erase never misses it; the index is in another slot): a denial of the write leaves
 # the index entry, which points at nothing and which erase takes off.
 INDEXED_FIRST = {"put (user index)"}
+# A Claude session's first append enters it in its project's index first (another
+# slot): a denial of the append leaves the entry, which the next listing takes out.
+PROJECT_FIRST = {"claude append", "claude append (new session)"}
+# A Claude session's delete deletes its keys, then its index entry: a denial of the
+# latter leaves an entry for nothing, which listings skip.
+DELETED_FIRST = {"claude delete"}
 # A put that creates a namespace of the LangGraph store announces it to the registry
 # first (another slot): a denial of the put leaves the registry entry, which points at
 # nothing and which a sweep takes out.
@@ -439,6 +483,7 @@ def test_each_command_denied_in_turn_is_named_and_no_operation_writes_half(
     admin_client = server_backend.raw()
     base = _acl_line(namespace, user)
     tried = denied_ops = partial = index_entries = rounds = 0
+    partials: list[tuple[str, str]] = []  # (command denied, operation) that wrote half
     uses: dict[str, int] = {}
     with Store(server_backend.sync_client(), namespace=namespace) as admin:
         for command in acl_commands():
@@ -471,12 +516,22 @@ def test_each_command_denied_in_turn_is_named_and_no_operation_writes_half(
                             index_entries += 1
                             index = KeySpace(namespace).user_index("bob").encode()
                             assert set(after) - set(before) == {index}, (command, name)
+                        elif after != before and name in PROJECT_FIRST:
+                            project = KeySpace(namespace).claude_project("p").encode()
+                            assert set(after) - set(before) <= {project}, (command, name)
+                            changed = [k for k in after if after[k] != before.get(k)]
+                            assert changed == [project], (command, name)
+                        elif after != before and name in DELETED_FIRST:
+                            assert set(after) < set(before), (command, name)
+                            assert all(after[k] == before[k] for k in after), (command, name)
+                            index_entries += 1
                         elif after != before and name in ANNOUNCED_FIRST:
                             registry = KeySpace(namespace).memory_names()
                             names = {registry.encode(), f"{registry}:gens".encode()}
                             assert set(after) - set(before) <= names, (command, name)
                         elif after != before:
                             partial += 1
+                            partials.append((command, name))
                     finally:
                         _finish(context)
                 assert denied._conn.resends == 0  # a denial is never retried
@@ -494,7 +549,7 @@ def test_each_command_denied_in_turn_is_named_and_no_operation_writes_half(
             f"{index_entries} user-index entries left; not needed by these: {', '.join(unused)}"
         ),
     )
-    assert partial == 0
+    assert partial == 0, partials
     assert denied_ops > 250
 
 

@@ -189,6 +189,9 @@ GENERATORS: Final[dict[str, st.SearchStrategy[list[Op]]]] = {
     kinds.ADK.name: _ops(_op(kinds.ADK, "append", value=patch, ttl=ttls, user=users)),
     kinds.ADK_USER.name: st.just([]),  # written by every ADK append
     kinds.ADK_APP.name: st.just([]),
+    # Not exported yet (kinds.NOT_YET): written, so that export must report them.
+    kinds.CLAUDE.name: _ops(_op(kinds.CLAUDE, "append", value=patch, ttl=ttls, user=users)),
+    kinds.CLAUDE_PROJECT.name: st.just([]),  # written by every main-transcript append
 }
 
 
@@ -303,6 +306,10 @@ def execute(world: World, op: Op) -> None:
         for touched in (kinds.ADK, kinds.ADK_USER, kinds.ADK_APP):
             world.touch(touched, op.id)
         asyncio.run(_adk_append(store, op))
+    elif kind is kinds.CLAUDE:
+        world.touch(kinds.CLAUDE, f"proj/{op.id}")
+        world.touch(kinds.CLAUDE_PROJECT, "proj")
+        asyncio.run(_claude_append(store, op))
     else:
         raise AssertionError(f"no executor for kind {kind.name!r}")
 
@@ -323,6 +330,17 @@ async def _adk_append(store: Store, op: Op) -> None:
     await service.append_event(
         session, Event(author="user", actions=EventActions(state_delta=delta))
     )
+
+
+async def _claude_append(store: Store, op: Op) -> None:
+    """A Claude Agent SDK session ``op.id`` of project "proj" (registered to ``op.user``
+    if set), an entry holding ``op.value``."""
+    from redistate.claude import RedistateSessionStore
+
+    sessions = RedistateSessionStore(store, ttl=op.ttl, user=op.user)
+    key: Any = {"project_key": "proj", "session_id": op.id}
+    entry: Any = {"type": "x", "value": op.value}
+    await sessions.append(key, [entry])
 
 
 async def _adk_observe(store: Store, users: list[str]) -> Any:

@@ -81,6 +81,17 @@ async def _adk(store: Store) -> None:
     await service.append_event(session, Event(author="user", actions=delta))
 
 
+async def _claude(store: Store) -> None:
+    """A Claude Agent SDK session with a main and a subagent transcript."""
+    from redistate.claude import RedistateSessionStore
+
+    sessions = RedistateSessionStore(store, ttl=600)
+    key: Any = {"project_key": "p", "session_id": "s"}
+    await sessions.append(key, [{"type": "user", "uuid": "a"}])
+    sub: Any = {**key, "subpath": "subagents/a"}
+    await sessions.append(sub, [{"type": "x"}])
+
+
 def seed(backend: Backend, namespace: str) -> None:
     with Store(backend.sync_client(), namespace=namespace) as store:
         for i in range(40):
@@ -98,6 +109,7 @@ def seed(backend: Backend, namespace: str) -> None:
         store.lock("t1", ttl=60, renew=False).acquire()
         RedistateStore(store).put(("users", "u1"), "profile", {"name": "a"})
         asyncio.run(_adk(store))
+        asyncio.run(_claude(store))
     raw = backend.raw()
     raw.set(f"{namespace}:stray", b"not redistate's")
     raw.close()
@@ -124,6 +136,8 @@ def test_counts_bytes_largest_and_keys_without_ttl(backend: Backend, namespace: 
         "adk": (3, 1),  # state and times, events, write memory: one session
         "adk-user": (3, 1),  # user state, index of sessions, write memory
         "adk-app": (3, 1),  # app state, users, write memory
+        "claude": (4, 1),  # counter and summary, transcripts, subpaths, write memory
+        "claude-project": (1, 1),  # the project's sessions
         "notes": (3, 3),
         "(other)": (1, 1),
     }
@@ -179,7 +193,7 @@ def test_an_empty_embedded_store() -> None:
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["kind"] for r in rows] == list(BUILT_IN)
     kinds = ["session", "user", "task", "events", "lock", "fence", "agents", "graph", "memory",
-             "memory-names", "adk", "adk-user", "adk-app"]  # fmt: skip
+             "memory-names", "adk", "adk-user", "adk-app", "claude", "claude-project"]  # fmt: skip
     assert list(BUILT_IN) == kinds
     assert all(r["keys"] == 0 and r["bytes"] == 0 and r["largest"] == [] for r in rows)
 

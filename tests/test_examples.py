@@ -35,6 +35,14 @@ EXPECTED = {
         "events stored: 6",
         "state: {'turns_with_tools': 1, 'user:name': 'Ada'}",
     ],
+    "claude_sessions.py": [
+        "mirrored 6 lines",
+        "found session 6f1c2a9e: 'Plan the launch of the beta.'",  # the other process's
+        "4 messages, the last by assistant",  # the resent batch stored once
+        "browse process exit code: 0",
+        "session: 'Beta, no rollback', first prompt 'Plan the launch of the beta.'",
+        "session: 'Beta launch', first prompt 'Plan the launch of the beta.'",
+    ],
     "langgraph_resume.py": [
         "process 1 killed by SIGKILL (exit -9)",
         "saved before the kill: ['outline', 'research'], next: ['draft']",

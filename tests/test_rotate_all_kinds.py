@@ -130,6 +130,35 @@ def _read_adk_user(store: Store) -> Any:
     return asyncio.run(service.get_user_state(app_name="chat", user_id="u1"))
 
 
+CLAUDE_KEY: Any = {"project_key": "p", "session_id": "c1"}
+CLAUDE_SUB: Any = {**CLAUDE_KEY, "subpath": "subagents/x"}
+
+
+def _write_claude(store: Store) -> None:
+    from redistate.claude import RedistateSessionStore
+
+    async def write() -> None:
+        sessions = RedistateSessionStore(store, ttl=600)
+        titled: Any = {"type": "user", "uuid": "a", "customTitle": "t"}
+        await sessions.append(CLAUDE_KEY, [titled])
+        await sessions.append(CLAUDE_KEY, [{"type": "user", "uuid": "b"}])
+        await sessions.append(CLAUDE_SUB, [{"type": "x"}])
+
+    asyncio.run(write())
+
+
+def _read_claude(store: Store) -> Any:
+    from redistate.claude import RedistateSessionStore
+
+    sessions = RedistateSessionStore(store)
+
+    async def read() -> Any:
+        sub = await sessions.load(CLAUDE_SUB)
+        return await sessions.load(CLAUDE_KEY), sub, await sessions.list_session_summaries("p")
+
+    return asyncio.run(read())
+
+
 def _read_memory(store: Store) -> Any:
     memory = RedistateStore(store)
     found = [
@@ -197,10 +226,11 @@ WRITERS: dict[Kind, tuple[Writer, Reader]] = {
     kinds.ADK: (_write_adk, _read_adk),  # the session with its user's and app's state
     kinds.ADK_USER: (lambda store: None, _read_adk_user),
     kinds.ADK_APP: (lambda store: None, lambda store: None),  # read with the session
+    kinds.CLAUDE: (_write_claude, _read_claude),
 }
 COUNTS = (
     "records", "checkpoints", "deltas", "steps", "events", "agent_items", "memory_items",
-    "adk_values",
+    "adk_values", "claude_values",
 )  # fmt: skip
 
 
@@ -222,10 +252,11 @@ def test_after_rotate_keys_every_kind_reads_with_the_new_keys_alone(
     assert first.unverified == [] and first.changed == 0
     # 3 records, 2 checkpoints, 3 deltas (1 by the run), 2 steps, 2 events and the
     # anchor, 4 items (the popped one is no item any more), 3 store items, 5 ADK values
-    # (the session's turn, its 2 events, the user's name, the app's model)
+    # (the session's turn, its 2 events, the user's name, the app's model), 4 Claude
+    # values (3 entries, 1 summary)
     assert {name: getattr(first, name) for name in COUNTS} == {
         "records": 3, "checkpoints": 2, "deltas": 3, "steps": 2, "events": 3, "agent_items": 4,
-        "memory_items": 3, "adk_values": 5,
+        "memory_items": 3, "adk_values": 5, "claude_values": 4,
     }  # fmt: skip
     assert set(first.old_keys) == {"a"}
     second = both.admin.rotate_keys()

@@ -278,3 +278,34 @@ def adk_appender(
         return done
 
     return asyncio.run(run())
+
+
+def claude_appender(
+    url: str, namespace: str, worker: int, batches: int, size: int, barrier: Any, acks: Any
+) -> int:
+    """Appends ``batches`` batches of ``size`` entries to one Claude Agent SDK session's
+    main transcript (each entry with a uuid of its own, and a title the summary keeps
+    last-wins), and one entry per batch to a subagent's transcript; puts each batch's
+    number on ``acks`` once its append returned."""
+    from redistate.claude import RedistateSessionStore
+
+    async def run() -> int:
+        store = AsyncStore.from_url(url, namespace=namespace)
+        sessions = RedistateSessionStore(store, ttl=600)
+        key: Any = {"project_key": "p", "session_id": "s"}
+        sub: Any = {**key, "subpath": f"subagents/w{worker}"}
+        if barrier is not None:
+            barrier.wait()
+        for b in range(batches):
+            entries: Any = [
+                {"type": "user", "uuid": f"w{worker}-{b}-{e}", "customTitle": f"w{worker}-{b}-{e}"}
+                for e in range(size)
+            ]
+            await sessions.append(key, entries)
+            await sessions.append(sub, [{"type": "x", "uuid": f"w{worker}-{b}"}])
+            if acks is not None:
+                acks.put((worker, b))
+        await store.aclose()
+        return batches
+
+    return asyncio.run(run())

@@ -105,6 +105,7 @@ class RotateReport:
     agent_items: int = 0  # OpenAI Agents SDK session items (redistate.agents)
     memory_items: int = 0  # LangGraph store items (redistate.langgraph.RedistateStore)
     adk_values: int = 0  # Google ADK state values and events (redistate.adk)
+    claude_values: int = 0  # Claude Agent SDK entries and summaries (redistate.claude)
     current: int = 0
     changed: int = 0
     keys_seen: int = 0

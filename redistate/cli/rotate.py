@@ -36,6 +36,7 @@ def rotate_keys(
         "agent items": report.agent_items,
         "store items": report.memory_items,
         "ADK values": report.adk_values,
+        "Claude values": report.claude_values,
         "already current": report.current,
         "changed meanwhile": report.changed,
         "moved off": moved,

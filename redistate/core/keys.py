@@ -16,6 +16,8 @@ from .kinds import (
     ADK_KEY,
     ADK_USER_KEY,
     AGENTS_KEY,
+    CLAUDE_KEY,
+    CLAUDE_PROJECT_KEY,
     EVENTS_KEY,
     FENCE_KEY,
     GRAPH_KEY,
@@ -250,6 +252,18 @@ class KeySpace:
         """An ADK app: ``ns:adk-app:{<app>}`` (its ``app:`` state, a hash) and
         ``…:users`` (the users with sessions, a set)."""
         return self.key(ADK_APP_KEY, app, part)
+
+    def claude_session(self, session: str, part: str = "") -> str:
+        """A Claude Agent SDK session (redistate.claude), its keys in its hash slot:
+        ``ns:claude:{<project>/<session id>}`` (its counter, summary and time, a hash),
+        ``…:log`` (every transcript's entries, a zset) and ``…:subs`` (its subpaths, a
+        set); ``session`` built by the adapter's ``session_path``."""
+        return self.key(CLAUDE_KEY, session, part)
+
+    def claude_project(self, project: str) -> str:
+        """The sessions of a Claude Agent SDK project, a zset (session id -> the time
+        after which it has expired): ``ns:claude-project:{<project key>}``."""
+        return self.key(CLAUDE_PROJECT_KEY, project)
 
     def lock(self, name: str) -> str:
         """Lease key: ``ns:lock:{name}``."""

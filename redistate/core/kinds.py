@@ -26,6 +26,8 @@ __all__ = [
     "ADK_APP",
     "ADK_USER",
     "AGENTS",
+    "CLAUDE",
+    "CLAUDE_PROJECT",
     "COLLECTION",
     "EVENTS",
     "FENCE",
@@ -61,6 +63,8 @@ MEMORY_NAMES_KEY: Final = "memory-names"
 ADK_KEY: Final = "adk"
 ADK_USER_KEY: Final = "adk-user"
 ADK_APP_KEY: Final = "adk-app"
+CLAUDE_KEY: Final = "claude"
+CLAUDE_PROJECT_KEY: Final = "claude-project"
 # Parts several kinds use: the write memory (``KeySpace.writes``) and the user index.
 WRITES: Final = "writes"
 OWNS: Final = "owns"
@@ -301,9 +305,35 @@ ADK_APP: Final = Kind(
     home="adapters.adk",
 )
 
+CLAUDE: Final = Kind(
+    "claude",
+    CLAUDE_KEY,
+    ("", "log", "subs", WRITES),
+    "Claude Agent SDK sessions",
+    registered=True,
+    skips={
+        Op.EXPORT: f"{NOT_YET}: exported with redistate.claude's next release",
+        Op.MIGRATE: "entries are the SDK's own transcript lines, not the application's schema",
+    },
+    home="adapters.claude",
+)
+CLAUDE_PROJECT: Final = Kind(
+    "claude-project",
+    CLAUDE_PROJECT_KEY,
+    ("",),
+    "Claude Agent SDK project indexes",
+    skips={
+        Op.EXPORT: f"{NOT_YET}: exported with redistate.claude's next release",
+        Op.ROTATE: "holds session ids, which the codec does not encode",
+        Op.MIGRATE: _NOT_ENCODED,
+        Op.ERASE: "an erased session's entry is skipped by listings, and goes with its time",
+    },
+    home="adapters.claude",
+)
+
 KINDS: Final[tuple[Kind, ...]] = (
     SESSION, USER, COLLECTION, TASK, STEPS, EVENTS, LEASE, FENCE, USER_INDEX, AGENTS, GRAPH,
-    MEMORY, MEMORY_NAMES, ADK, ADK_USER, ADK_APP,
+    MEMORY, MEMORY_NAMES, ADK, ADK_USER, ADK_APP, CLAUDE, CLAUDE_PROJECT,
 )  # fmt: skip
 
 _BY_PART: Final = {(k.key, part): k for k in KINDS for part in k.parts}

@@ -16,6 +16,7 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 from redis.crc import key_slot
 
 from redistate import AsyncStore
+from redistate.adapters.claude.spec import AppendArgs
 from redistate.adapters.langgraph import memory_ops_async
 from redistate.adapters.langgraph.graph import GraphSpec
 from redistate.adapters.langgraph.threads_async import AsyncGraph
@@ -163,6 +164,18 @@ async def test_every_script_and_transaction_stays_in_one_slot(
             await store._conn.script(script("recode_fields"), (key,), (b"k", b"1", b"2"))
         events = store.keys.adk_session(path, "events")
         await store._conn.script(script("recode_items"), (events,), (b"1", b"2"))
+        # redistate.claude: a session's scripts, its project's index.
+        claude, cpath = store.claude_transcripts(), f"p/{entity}"
+        main = AppendArgs(60_000, b"", 0, b"{}", [b"u"], [b"{}"])
+        await claude.enter("p", cpath, entity, 60_000)
+        await claude.append("p", cpath, entity, main, True)
+        sub = AppendArgs(60_000, b"s", None, b"", [b""], [b"{}"])
+        await claude.append("p", cpath, entity, sub, False)
+        log = store.keys.claude_session(cpath, "log")  # rotate-keys
+        await store._conn.script(script("claude_recode"), (log,), (b"1", b"2"))
+        await claude.drop(cpath, b"s")
+        await claude.sessions("p")
+        await claude.delete("p", cpath, entity)
         # redistate import: one script per entity, with the keys import_call chooses.
         await store.users.put(entity, {"n": 1})
         value = await store._conn.get(store.keys.record("user", entity))

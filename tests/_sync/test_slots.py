@@ -17,6 +17,7 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 from redis.crc import key_slot
 
 from redistate import Store
+from redistate.adapters.claude.spec import AppendArgs
 from redistate.adapters.langgraph import memory_ops
 from redistate.adapters.langgraph.graph import GraphSpec
 from redistate.adapters.langgraph.threads import Graph
@@ -164,6 +165,18 @@ def test_every_script_and_transaction_stays_in_one_slot(
             store._conn.script(script("recode_fields"), (key,), (b"k", b"1", b"2"))
         events = store.keys.adk_session(path, "events")
         store._conn.script(script("recode_items"), (events,), (b"1", b"2"))
+        # redistate.claude: a session's scripts, its project's index.
+        claude, cpath = store.claude_transcripts(), f"p/{entity}"
+        main = AppendArgs(60_000, b"", 0, b"{}", [b"u"], [b"{}"])
+        claude.enter("p", cpath, entity, 60_000)
+        claude.append("p", cpath, entity, main, True)
+        sub = AppendArgs(60_000, b"s", None, b"", [b""], [b"{}"])
+        claude.append("p", cpath, entity, sub, False)
+        log = store.keys.claude_session(cpath, "log")  # rotate-keys
+        store._conn.script(script("claude_recode"), (log,), (b"1", b"2"))
+        claude.drop(cpath, b"s")
+        claude.sessions("p")
+        claude.delete("p", cpath, entity)
         # redistate import: one script per entity, with the keys import_call chooses.
         store.users.put(entity, {"n": 1})
         value = store._conn.get(store.keys.record("user", entity))

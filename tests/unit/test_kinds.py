@@ -39,6 +39,9 @@ def built_keys(keys: KeySpace) -> dict[str, str]:
                      "adk_app": ("", "users")}[name]  # fmt: skip
             for part in parts:
                 out[f"{name}:{part}"] = method("a", part)
+        elif name == "claude_session":
+            for part in ("", "log", "subs"):
+                out[f"{name}:{part}"] = method("p/s", part)
         elif name == "memory_names":
             for part in ("", "gens"):
                 out[f"memory_names:{part}"] = method(part)
@@ -46,7 +49,8 @@ def built_keys(keys: KeySpace) -> dict[str, str]:
             assert len(params) == 1, (name, params)
             out[name] = method("a")
     for name in ("record:notes", "record:session", "record:user", "task", "events", "lock",
-                 "agent_session", "memory:", "adk_session:", "adk_user:", "adk_app:"):  # fmt: skip
+                 "agent_session", "memory:", "adk_session:", "adk_user:", "adk_app:",
+                 "claude_session:"):  # fmt: skip
         out[f"{name}:writes"] = keys.writes(out[name])
     return out
 

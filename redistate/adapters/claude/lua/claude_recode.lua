@@ -1,0 +1,23 @@
+--[[ claude_recode: replace entries of a Claude Agent SDK session's transcripts
+(redistate.claude) with the same entries encoded anew (rotate-keys re-encrypts with it),
+each only if it is still there as it was read.
+KEYS[1]  the session's transcripts: a zset, every member at score 0 (claude_append.lua)
+ARGV     pairs: a member as read, the member to put in its place (the same
+         "<subpath>\0<seq>" head, the entry encoded anew)
+returns  how many were replaced: one deleted or expired since it was read is left
+errors   RSARG on a malformed argument count, before any write; WRONGTYPE if the key
+         holds something else than a zset (at the first ZSCORE, before any write).
+unchecked zscore
+]]
+if #ARGV % 2 ~= 0 then
+  return redis.error_reply('RSARG malformed arguments to claude_recode')
+end
+local replaced = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    redis.call('ZADD', KEYS[1], 0, ARGV[i + 1])
+    replaced = replaced + 1
+  end
+end
+return replaced
