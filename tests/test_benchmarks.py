@@ -351,3 +351,17 @@ def test_adk_sessions_benchmark_compares_the_services_in_the_round_trips_it_prom
     assert float(rows["list_sessions (500 of one user)"][adk_reads]) >= 500
     for service in ("redistate", "RedisSessionService", "DatabaseSessionService"):
         assert f"{service} p50 ms" in header, service
+
+
+def test_claude_store_benchmark_appends_and_loads_in_one_round_trip() -> None:
+    """benchmarks/claude_store.py --quick: both stores on every op; it exits 1 if an
+    append to a known session, a resent one or a load takes more than one round trip."""
+    done = bench("claude_store.py", "--quick")
+    lines = [line.split("|") for line in done.stdout.splitlines() if "|" in line]
+    header = [cell.strip() for cell in lines[0]]
+    rows = {cells[0].strip(): [c.strip() for c in cells] for cells in lines[1:]}
+    reads = header.index("reads/op")
+    assert rows["append (5 lines)"][reads] == "1.00"
+    assert rows["load"][reads] == "1.00"
+    assert rows["list_session_summaries (100)"][reads] == "2.00"
+    assert "InMemorySessionStore p50 ms" in header
