@@ -445,6 +445,11 @@ PROJECT_FIRST = {"claude append", "claude append (new session)"}
 # A Claude session's delete deletes its keys, then its index entry: a denial of the
 # latter leaves an entry for nothing, which listings skip.
 DELETED_FIRST = {"claude delete"}
+# An append to a session the object knows renews the session's index entry in the same
+# pipeline (another slot): a denial of either leaves the other applied, an entry
+# renewed for an append that did not land, or an append whose renewal did not (its
+# entry is there since the session's first append; the next one renews it).
+RENEWED_BESIDE = {"claude append (subagent)"}
 # A put that creates a namespace of the LangGraph store announces it to the registry
 # first (another slot): a denial of the put leaves the registry entry, which points at
 # nothing and which a sweep takes out.
@@ -521,6 +526,14 @@ def test_each_command_denied_in_turn_is_named_and_no_operation_writes_half(
                             assert set(after) - set(before) <= {project}, (command, name)
                             changed = [k for k in after if after[k] != before.get(k)]
                             assert changed == [project], (command, name)
+                        elif after != before and name in RENEWED_BESIDE:
+                            project = KeySpace(namespace).claude_project("p").encode()
+                            renewed = {k for k in after if after[k] != before.get(k)}
+                            assert renewed <= {project} or project not in renewed, (
+                                command,
+                                name,
+                            )
+                            index_entries += 1
                         elif after != before and name in DELETED_FIRST:
                             assert set(after) < set(before), (command, name)
                             assert all(after[k] == before[k] for k in after), (command, name)

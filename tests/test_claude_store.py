@@ -554,3 +554,104 @@ def test_erasing_a_user_deletes_their_sessions_and_leaves_the_rest(make: Make) -
         await _close(sessions)
 
     asyncio.run(run())
+
+
+def test_a_summary_from_before_a_delete_and_a_new_session_is_never_folded_on(
+    make: Make,
+) -> None:
+    """An object remembers a session's summary; another deletes the session and makes
+    it again: the first object's next append folds from the new session's summary (the
+    version never repeats: the old one does not match), and it is registered again."""
+
+    async def run() -> None:
+        sessions = await make("")
+        mine = RedistateSessionStore(sessions.store, user="u1")
+        other = RedistateSessionStore(sessions.store)
+        old = {"type": "user", "uuid": "o", "customTitle": "OLD", "cwd": "/old"}
+        await mine.append(KEY, [old])
+        await other.delete(KEY)
+        await other.append(KEY, [{"type": "user", "uuid": "n1", "lastPrompt": "new"}])
+        await mine.append(KEY, [{"type": "user", "uuid": "n2", "lastPrompt": "new2"}])
+        got = await sessions.load(KEY)
+        (summary,) = await sessions.list_session_summaries("p")
+        assert summary["data"] == fold_session_summary(None, KEY, got)["data"]
+        assert "custom_title" not in summary["data"] and "cwd" not in summary["data"]
+        # Erased, then written again by the same object: registered again.
+        first = await _erase(sessions.store, "u1")
+        assert first.deleted == {"claude": ["p/s"]}
+        await mine.append(KEY, [{"type": "user", "uuid": "n3"}])
+        again = await _erase(sessions.store, "u1")
+        assert again.deleted == {"claude": ["p/s"]}
+        assert await sessions.load(KEY) is None
+        await _close(sessions)
+
+    asyncio.run(run())
+
+
+async def _erase(store: Store | AsyncStore, user: str) -> Any:
+    if isinstance(store, AsyncStore):
+        return await store.users.erase(user)
+    return await asyncio.to_thread(store.users.erase, user)
+
+
+def test_ttls_are_renewed_by_subagent_and_stored_again_appends_and_kept_by_rotate_keys(
+    server_backend: Backend, namespace: str
+) -> None:
+    async def run() -> None:
+        k1 = {"k1": os.urandom(32)}
+        codec = EncryptedCodec(k1, primary="k1")
+        store = AsyncStore(server_backend.async_client(), namespace=namespace, codec=codec)
+        sessions = RedistateSessionStore(store, ttl=600)
+        keys = store.keys
+        log, head = keys.claude_session("p/s", "log"), keys.claude_session("p/s")
+        index = keys.claude_project("p")
+        await sessions.append(KEY, [{"type": "title"}])  # one member: no uuid, no mark
+        for key in (log, head, index):
+            await store._conn.idempotent("PEXPIRE", key, 5_000)
+        await sessions.append({**KEY, "subpath": "a"}, [{"type": "x"}])
+        assert await store._conn.idempotent("PTTL", index) > 5_000  # renewed with it
+        await sessions.append(KEY, [_title(1, "u")])
+        await store._conn.idempotent("PEXPIRE", head, 5_000)
+        fresh = RedistateSessionStore(store, ttl=600)  # no summary cached
+        await fresh.append(KEY, [_title(1, "u")])  # stored already: only the TTL
+        assert await store._conn.idempotent("PTTL", head) > 5_000
+        assert len(await sessions.load(KEY) or []) == 2
+        # rotate-keys replaces the members of a transcript; its TTL stays.
+        await store._conn.idempotent("DEL", log)
+        await RedistateSessionStore(store, ttl=600).append(
+            {**KEY, "session_id": "one"}, [{"type": "title"}]
+        )
+        one = keys.claude_session("p/one", "log")
+        rotated = AsyncStore(
+            server_backend.async_client(),
+            namespace=namespace,
+            codec=EncryptedCodec({"k2": os.urandom(32), **k1}, primary="k2"),
+        )
+        report = await rotated.admin.rotate_keys()
+        assert report.claude_values >= 2 and report.changed == 0
+        assert 0 < await store._conn.idempotent("PTTL", one) <= 600_000
+        await store.aclose()
+        await rotated.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_summary_larger_than_max_bytes_is_written_and_a_bad_uuid_refused(
+    server_backend: Backend, namespace: str
+) -> None:
+    async def run() -> None:
+        store = AsyncStore(server_backend.async_client(), namespace=namespace, max_bytes=1_000)
+        sessions = RedistateSessionStore(store)
+        fields = ("customTitle", "lastPrompt", "summary", "gitBranch", "aiTitle")
+        for n, name in enumerate(fields):  # each entry fits, the summary does not
+            entry: Any = {"type": "user", "uuid": f"e{n}", name: "x" * 800}
+            await sessions.append(KEY, [entry])
+        (summary,) = await sessions.list_session_summaries("p")
+        assert len(summary["data"]) >= len(fields)
+        for uuid in (1, True, {"a": 1}):
+            with pytest.raises(TypeError, match="uuid must be a str"):
+                await sessions.append(KEY, [{"type": "x", "uuid": uuid}])
+        assert len(await sessions.load(KEY) or []) == len(fields)
+        await store.aclose()
+
+    asyncio.run(run())

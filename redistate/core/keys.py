@@ -261,8 +261,8 @@ class KeySpace:
         return self.key(CLAUDE_KEY, session, part)
 
     def claude_project(self, project: str) -> str:
-        """The sessions of a Claude Agent SDK project, a zset (session id -> the time
-        after which it has expired): ``ns:claude-project:{<project key>}``."""
+        """The sessions of a Claude Agent SDK project, a zset (session id -> when it
+        was last entered, ms): ``ns:claude-project:{<project key>}``."""
         return self.key(CLAUDE_PROJECT_KEY, project)
 
     def lock(self, name: str) -> str:

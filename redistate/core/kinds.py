@@ -326,7 +326,7 @@ CLAUDE_PROJECT: Final = Kind(
         Op.EXPORT: f"{NOT_YET}: exported with redistate.claude's next release",
         Op.ROTATE: "holds session ids, which the codec does not encode",
         Op.MIGRATE: _NOT_ENCODED,
-        Op.ERASE: "an erased session's entry is skipped by listings, and goes with its time",
+        Op.ERASE: "an erased session's entry is skipped by listings, and taken off by one",
     },
     home="adapters.claude",
 )

@@ -175,7 +175,8 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         await store._conn.script(script("claude_recode"), (log,), (b"1", b"2"))
         await claude.drop(cpath, b"s")
         await claude.sessions("p")
-        await claude.delete("p", cpath, entity)
+        await claude.prune("p", ["gone"])
+        await claude.delete(cpath)
         # redistate import: one script per entity, with the keys import_call chooses.
         await store.users.put(entity, {"n": 1})
         value = await store._conn.get(store.keys.record("user", entity))

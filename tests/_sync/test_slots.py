@@ -176,7 +176,8 @@ def test_every_script_and_transaction_stays_in_one_slot(
         store._conn.script(script("claude_recode"), (log,), (b"1", b"2"))
         claude.drop(cpath, b"s")
         claude.sessions("p")
-        claude.delete("p", cpath, entity)
+        claude.prune("p", ["gone"])
+        claude.delete(cpath)
         # redistate import: one script per entity, with the keys import_call chooses.
         store.users.put(entity, {"n": 1})
         value = store._conn.get(store.keys.record("user", entity))

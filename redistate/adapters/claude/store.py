@@ -135,7 +135,11 @@ class RedistateSessionStore(SessionStore):
             if not isinstance(item, dict):
                 raise TypeError(f"entry {i} must be a dict, got {type(item).__name__}")
             uuid = item.get("uuid")
-            mark = b"" if uuid is None else str(uuid).encode("utf-8", "surrogatepass")
+            if uuid is not None and not isinstance(uuid, str):
+                raise TypeError(
+                    f"entry {i}'s uuid must be a str, got {type(uuid).__name__}: {uuid!r:.80}"
+                )
+            mark = b"" if uuid is None else uuid.encode("utf-8", "surrogatepass")
             if mark and mark in seen:
                 continue
             seen.add(mark)
@@ -148,16 +152,22 @@ class RedistateSessionStore(SessionStore):
             )
         if not batch:
             return
-        if self.user is not None and path not in self._registered:
-            await self._run("register", self.user, path)
-            self._registered.add(path)
+        if path not in self._registered:
+            await self._register(path)
         if sub:
             args = AppendArgs(
                 self._ttl_ms, sub, None, b"", [m for m, _, _ in batch], [d for _, _, d in batch]
             )
-            await self._run("append", project, path, sid, args, False)
+            # The index entry is renewed too: the session's keys live on with it.
+            await self._run("append", project, path, sid, args, True)
             return
         await self._append_main(key, project, sid, path, batch)
+
+    async def _register(self, path: str) -> None:
+        """Add the session to ``user``'s index (before the write it registers)."""
+        if self.user is not None:
+            await self._run("register", self.user, path)
+        self._registered.add(path)
 
     async def _append_main(
         self,
@@ -179,9 +189,9 @@ class RedistateSessionStore(SessionStore):
             if data is not None:
                 prev = {"session_id": sid, "mtime": 0, "data": data}
             folded = fold_session_summary(prev, key, [item for _, item, _ in batch])
-            summary = self._encode(
-                folded["data"], summary_context(path), f"the summary of {path!r:.80}"
-            )
+            # Not held to max_bytes: each of its fields is from an entry that was, and a
+            # summary refused would refuse every later append of the session.
+            summary = self._codec.encode(folded["data"], summary_context(path))
             args = AppendArgs(
                 self._ttl_ms,
                 b"",
@@ -202,10 +212,15 @@ class RedistateSessionStore(SessionStore):
                 return
             version, data = reply.version, self._summary(path, reply.summary)
             self._remember(path, version, data)
+            if version == 0 and self.user is not None:
+                await self._register(path)  # deleted or erased meanwhile: a new session
             stored = set(reply.stored)
             batch = [b for b in batch if not b[0] or b[0] not in stored]
-            if not batch:
-                return  # every entry was stored already
+            if not batch:  # every entry was stored already: only the TTL is set
+                if self._ttl_ms:
+                    touch = AppendArgs(self._ttl_ms, b"", None, b"", (), ())
+                    await self._run("append", project, path, sid, touch, True)
+                return
         # Other appends overtook every fold: the summary's version moved each time.
         raise ConflictError(self.store.keys.claude_session(path), first, version)
 
@@ -247,9 +262,15 @@ class RedistateSessionStore(SessionStore):
             if ids
             else []
         )
-        # Deleted sessions (and sessions being created, or with subagent transcripts
-        # only) have no main-transcript time: skipped, left in the index.
-        return [(sid, head) for sid, head in zip(ids, heads, strict=True) if head[0] is not None]
+        found: list[tuple[str, list[Any]]] = []
+        gone: list[tuple[str, list[Any]]] = []
+        for sid, head in zip(ids, heads, strict=True):
+            # Without a main-transcript time: expired, deleted, erased, with subagent
+            # transcripts only, or being created (claude_prune leaves those).
+            (gone if head[0] is None else found).append((sid, head))
+        if gone:
+            await self._run("prune", project_key, [sid for sid, _ in gone])
+        return found
 
     async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
         """The project's sessions with a main transcript and its last write time (ms,
@@ -272,12 +293,13 @@ class RedistateSessionStore(SessionStore):
     async def delete(self, key: SessionKey) -> None:
         """Delete a session with every subagent transcript of it, or, with a subpath,
         that transcript alone."""
-        project, sid, path, sub = self._key(key)
+        _, _, path, sub = self._key(key)
         if sub:
             await self._run("drop", path, sub)
         else:
-            await self._run("delete", project, path, sid)
+            await self._run("delete", path)
             self._summaries.pop(path, None)
+            self._registered.discard(path)
 
     async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         """The subpaths of a session's subagent transcripts, sorted."""

@@ -33,7 +33,7 @@ _APPEND: Final = script("claude_append").replying(AppendReply.parse)
 _INDEX: Final = script("claude_index")
 _HEAD: Final = script("claude_head")
 _DROP: Final = script("claude_drop")
-_LIST: Final = script("claude_list")
+_PRUNE: Final = script("claude_prune")
 
 
 class ClaudeTranscripts:
@@ -92,10 +92,15 @@ class ClaudeTranscripts:
         return list(self._conn.idempotent("ZRANGEBYLEX", log, low, high))
 
     def sessions(self, project: str) -> list[bytes]:
-        """The session ids a project's index lists, those expired taken out first
-        (some may be deleted: a listing reads each one's hash)."""
-        index = (self.keys.claude_project(project),)
-        return [bytes(s) for s in self._conn.script(_LIST, index, ())]
+        """The session ids a project's index lists (some may be gone: see prune)."""
+        index = self.keys.claude_project(project)
+        return [bytes(s) for s in self._conn.idempotent("ZRANGE", index, 0, -1)]
+
+    def prune(self, project: str, session_ids: Sequence[bytes | str]) -> None:
+        """Take sessions found gone off their project's index (those entered over a
+        minute ago: claude_prune)."""
+        if session_ids:
+            self._conn.script(_PRUNE, (self.keys.claude_project(project),), session_ids)
 
     def heads(self, paths: Sequence[str], summary: bool) -> list[list[Any]]:
         """Each session's main-transcript write time (None: gone, or no main
@@ -112,14 +117,12 @@ class ClaudeTranscripts:
         """The session's subpaths."""
         return list(self._conn.idempotent("SMEMBERS", self.keys.claude_session(path, "subs")))
 
-    def delete(self, project: str, path: str, session_id: str) -> None:
-        """Delete a session with every transcript of it (one DEL: its keys share a
-        slot), then its project's index entry, once the DEL is done (an entry left
-        behind is skipped by listings: its session has no hash)."""
+    def delete(self, path: str) -> None:
+        """Delete a session with every transcript of it: one DEL (its keys share a
+        slot). Its index entry goes at a listing a minute on (claude_prune): taken off
+        here, it could go after another process's append made the session again."""
         keys = self._session(path)
         self._batch([(keys[0], [("DEL", *keys)])], atomic=False)
-        index = self.keys.claude_project(project)
-        self._batch([(index, [("ZREM", index, session_id)])], atomic=False)
 
     def drop(self, path: str, sub: bytes) -> None:
         """Delete one subagent transcript: its entries, its uuids and its subpath."""

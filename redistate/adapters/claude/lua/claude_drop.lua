@@ -5,6 +5,7 @@ KEYS[2]  its subpaths: a set
 ARGV[1]  the subpath (no byte below 0x20)
 returns  the number of members removed
 errors   RSARG on malformed arguments, before any write.
+unchecked zremrangebylex
 ]]
 if #ARGV ~= 1 or ARGV[1] == '' or string.find(ARGV[1], '[%z\1-\31]') then
   return redis.error_reply('RSARG malformed arguments to claude_drop')

@@ -2,6 +2,7 @@
 (redistate.claude), read in the round trip that enters the session in its project's
 index.
 KEYS[1]  the session's hash (claude_append.lua)
+ARGV     none
 returns  {version, summary}: "0" and "" for a session without a summary
 unchecked hget
 ]]

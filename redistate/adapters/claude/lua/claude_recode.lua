@@ -7,16 +7,16 @@ ARGV     pairs: a member as read, the member to put in its place (the same
 returns  how many were replaced: one deleted or expired since it was read is left
 errors   RSARG on a malformed argument count, before any write; WRONGTYPE if the key
          holds something else than a zset (at the first ZSCORE, before any write).
-unchecked zscore
 ]]
 if #ARGV % 2 ~= 0 then
   return redis.error_reply('RSARG malformed arguments to claude_recode')
 end
 local replaced = 0
 for i = 1, #ARGV, 2 do
-  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
-    redis.call('ZREM', KEYS[1], ARGV[i])
+  if ARGV[i] ~= ARGV[i + 1] and redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    -- Added first: removing a zset's last member deletes the key, and its TTL with it.
     redis.call('ZADD', KEYS[1], 0, ARGV[i + 1])
+    redis.call('ZREM', KEYS[1], ARGV[i])
     replaced = replaced + 1
   end
 end
