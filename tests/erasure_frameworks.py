@@ -54,6 +54,13 @@ async def async_framework_data(store: AsyncStore, user: str) -> None:
     await claude_data(store, user)
 
 
+async def erase(store: Store | AsyncStore, user: str) -> Any:
+    """``store.users.erase(user)`` from async code, over either store."""
+    if isinstance(store, AsyncStore):
+        return await store.users.erase(user)
+    return await asyncio.to_thread(store.users.erase, user)
+
+
 async def claude_data(store: Store | AsyncStore, user: str) -> None:
     """A Claude Agent SDK session of project ``<user>-proj`` with a subagent
     transcript, registered to ``user``."""

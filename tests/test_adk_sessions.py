@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from redistate import AsyncStore, InvalidId, Store
 from redistate.adk import RedistateSessionService
 from tests.conftest import Backend
+from tests.erasure_frameworks import erase
 
 APP = "chat"
 
@@ -377,7 +378,7 @@ def test_erasing_a_user_deletes_their_sessions_and_user_state_in_every_app(
         )
         with pytest.raises(InvalidId, match="user_id"):
             await registered.create_session(app_name="a1", user_id="u" * 5000)
-        report = await _erase(service.store, "u1")
+        report = await erase(service.store, "u1")
         assert report.deleted == {
             "adk": ["a1/u1/s", "a2/u1/s"],
             "adk-user": ["a1/u1", "a2/u1"],
@@ -397,12 +398,6 @@ def test_erasing_a_user_deletes_their_sessions_and_user_state_in_every_app(
         await _close(service)
 
     asyncio.run(run())
-
-
-async def _erase(store: Store | AsyncStore, user: str) -> Any:
-    if isinstance(store, AsyncStore):
-        return await store.users.erase(user)
-    return await asyncio.to_thread(store.users.erase, user)
 
 
 def _shout(event: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from redistate import (
 from redistate.claude import RedistateSessionStore
 from tests import workers
 from tests.conftest import Backend
+from tests.erasure_frameworks import erase
 from tests.proxy import FaultProxy
 
 Make = Callable[[str], Awaitable[RedistateSessionStore]]
@@ -577,21 +578,15 @@ def test_a_summary_from_before_a_delete_and_a_new_session_is_never_folded_on(
         assert summary["data"] == fold_session_summary(None, KEY, got)["data"]
         assert "custom_title" not in summary["data"] and "cwd" not in summary["data"]
         # Erased, then written again by the same object: registered again.
-        first = await _erase(sessions.store, "u1")
+        first = await erase(sessions.store, "u1")
         assert first.deleted == {"claude": ["p/s"]}
         await mine.append(KEY, [{"type": "user", "uuid": "n3"}])
-        again = await _erase(sessions.store, "u1")
+        again = await erase(sessions.store, "u1")
         assert again.deleted == {"claude": ["p/s"]}
         assert await sessions.load(KEY) is None
         await _close(sessions)
 
     asyncio.run(run())
-
-
-async def _erase(store: Store | AsyncStore, user: str) -> Any:
-    if isinstance(store, AsyncStore):
-        return await store.users.erase(user)
-    return await asyncio.to_thread(store.users.erase, user)
 
 
 def test_ttls_are_renewed_by_subagent_and_stored_again_appends_and_kept_by_rotate_keys(

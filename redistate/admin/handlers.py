@@ -11,12 +11,13 @@ scan, claim each key's kind, import the folder's module and call these.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from ..core.connection import Connection
+    from ..core.scripts import Script
     from ..store import Store
     from .reports import MigrateReport, RotateReport
 
@@ -29,7 +30,10 @@ __all__ = [
     "Migrator",
     "MigratorFactory",
     "RotateHandler",
+    "recode_pages",
 ]
+
+PAGE: Final = 500  # values a recode script re-encodes per call
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,26 @@ Advance = Callable[[int], None]  # n more entities done (migrate's progress)
 RotateHandler: TypeAlias = "Callable[[Store, Connection, Found, Current, RotateReport], None]"
 """Re-encrypts (and re-seals) one key: counts what it rewrote, found current or found
 changed meanwhile in the report."""
+
+
+def recode_pages(
+    conn: Connection,
+    lua: Script,
+    key: str,
+    flat: Sequence[bytes],
+    width: int,
+    report: RotateReport,
+) -> int:
+    """Send ``flat`` (``width`` arguments per value: what a recode script such as
+    ``recode_fields`` takes) to ``lua`` on ``key``, a page at a time; count the values
+    changed meanwhile (not replaced) in ``report``. Returns how many were replaced."""
+    replaced = 0
+    for start in range(0, len(flat), width * PAGE):
+        page = flat[start : start + width * PAGE]
+        done = int(conn.script(lua, (key,), page))
+        replaced += done
+        report.changed += len(page) // width - done
+    return replaced
 
 
 class Migrator(Protocol):

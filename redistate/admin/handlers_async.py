@@ -10,12 +10,13 @@ scan, claim each key's kind, import the folder's module and call these.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from ..core.connection_async import AsyncConnection
+    from ..core.scripts import Script
     from ..store_async import AsyncStore
     from .reports import MigrateReport, RotateReport
 
@@ -28,7 +29,10 @@ __all__ = [
     "Migrator",
     "MigratorFactory",
     "RotateHandler",
+    "recode_pages",
 ]
+
+PAGE: Final = 500  # values a recode script re-encodes per call
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,26 @@ RotateHandler: TypeAlias = (
 )
 """Re-encrypts (and re-seals) one key: counts what it rewrote, found current or found
 changed meanwhile in the report."""
+
+
+async def recode_pages(
+    conn: AsyncConnection,
+    lua: Script,
+    key: str,
+    flat: Sequence[bytes],
+    width: int,
+    report: RotateReport,
+) -> int:
+    """Send ``flat`` (``width`` arguments per value: what a recode script such as
+    ``recode_fields`` takes) to ``lua`` on ``key``, a page at a time; count the values
+    changed meanwhile (not replaced) in ``report``. Returns how many were replaced."""
+    replaced = 0
+    for start in range(0, len(flat), width * PAGE):
+        page = flat[start : start + width * PAGE]
+        done = int(await conn.script(lua, (key,), page))
+        replaced += done
+        report.changed += len(page) // width - done
+    return replaced
 
 
 class Migrator(Protocol):

@@ -31,7 +31,14 @@ from .kinds import (
     WRITES,
 )
 
-__all__ = ["MAX_ID_BYTES", "RESERVED_KINDS", "KeySpace", "escape_id", "unescape_id"]
+__all__ = [
+    "MAX_ID_BYTES",
+    "RESERVED_KINDS",
+    "KeySpace",
+    "escape_id",
+    "path_part",
+    "unescape_id",
+]
 
 MAX_ID_BYTES: Final = 512
 # Names store.collection() refuses: declared with the kinds (redistate.core.kinds).
@@ -77,6 +84,18 @@ def _escaped(entity_id: str) -> str:
     if size > MAX_ID_BYTES:
         raise InvalidId(f"id is {size} bytes in UTF-8, over the limit of {MAX_ID_BYTES}")
     return entity_id.translate(_ESCAPE_TABLE)
+
+
+def path_part(value: object, what: str) -> str:
+    """A non-empty str as one part of a "/"-joined entity id (an adapter's
+    ``<app>/<user>/<session>``): "%" and "/" percent-escaped, so the split is exact.
+
+    Raises:
+        InvalidId: not a str, or empty (named by ``what``).
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidId(f"{what} must be a non-empty str, got {value!r:.80}")
+    return value.replace("%", "%25").replace("/", "%2F")
 
 
 def unescape_id(escaped: str) -> str:

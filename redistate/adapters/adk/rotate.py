@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from ...admin.handlers import recode_pages
 from ...core import kinds
 from ...core.batching import pairs
 from ...core.scripts import script
@@ -29,7 +30,6 @@ __all__ = ["ROTATE"]
 
 _FIELDS = script("recode_fields")
 _ITEMS = script("recode_items")
-_PAGE: Final = 500  # values re-encoded per call
 
 
 def _recode(codec: Codec, data: bytes, where: bytes) -> bytes:
@@ -38,11 +38,7 @@ def _recode(codec: Codec, data: bytes, where: bytes) -> bytes:
 
 def _send(conn: Connection, key: str, flat: list[bytes], width: int, report: RotateReport) -> None:
     lua = _FIELDS if width == 3 else _ITEMS
-    for start in range(0, len(flat), width * _PAGE):
-        page = flat[start : start + width * _PAGE]
-        done = int(conn.script(lua, (key,), page))
-        report.adk_values += done
-        report.changed += len(page) // width - done
+    report.adk_values += recode_pages(conn, lua, key, flat, width, report)
 
 
 def _state_handler(scope: str, prefix: bytes) -> RotateHandler:

@@ -18,7 +18,7 @@ from enum import Enum
 from typing import Any, Final
 
 from ...core.errors import InvalidId
-from ...core.keys import escape_id
+from ...core.keys import escape_id, path_part
 
 __all__ = [
     "APP",
@@ -58,15 +58,9 @@ class Appended(Enum):
     SEEN = 3  # an event with this id is in the session: nothing written
 
 
-def _part(value: object, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidId(f"{what} must be a non-empty str, got {value!r:.80}")
-    return value.replace("%", "%25").replace("/", "%2F")
-
-
 def user_path(app: str, user: str) -> str:
     """The entity id of a user of an app. Raises InvalidId (too long, not a str...)."""
-    path = f"{_part(app, 'app_name')}/{_part(user, 'user_id')}"
+    path = f"{path_part(app, 'app_name')}/{path_part(user, 'user_id')}"
     try:
         escape_id(path)
     except InvalidId as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from ...admin.handlers import recode_pages
 from ...core import kinds
 from ...core.scripts import script
 from .spec import ENTRY, SEQ_DIGITS, context, summary_context
@@ -28,16 +29,11 @@ __all__ = ["ROTATE"]
 
 _FIELDS = script("recode_fields")
 _ENTRIES = script("claude_recode")
-_PAGE: Final = 500  # values re-encoded per call
 
 
 def _send(conn: Connection, key: str, flat: list[bytes], width: int, report: RotateReport) -> None:
     lua = _FIELDS if width == 3 else _ENTRIES
-    for start in range(0, len(flat), width * _PAGE):
-        page = flat[start : start + width * _PAGE]
-        done = int(conn.script(lua, (key,), page))
-        report.claude_values += done
-        report.changed += len(page) // width - done
+    report.claude_values += recode_pages(conn, lua, key, flat, width, report)
 
 
 def _rotate_summary(

@@ -20,7 +20,7 @@ from enum import Enum
 from typing import Any, Final
 
 from ...core.errors import InvalidId
-from ...core.keys import escape_id
+from ...core.keys import escape_id, path_part
 
 __all__ = [
     "ENTRY",
@@ -51,8 +51,7 @@ def _text(value: object, what: str) -> str:
 
 def session_path(project_key: object, session_id: object) -> str:
     """The entity id of a session. Raises InvalidId naming the part that is wrong."""
-    project = _text(project_key, "project_key").replace("%", "%25").replace("/", "%2F")
-    path = f"{project}/{_text(session_id, 'session_id')}"
+    path = f"{path_part(project_key, 'project_key')}/{_text(session_id, 'session_id')}"
     try:
         escape_id(path)
     except InvalidId as exc:
