@@ -266,7 +266,7 @@ class RedistateSessionStore(SessionStore):
         gone: list[tuple[str, list[Any]]] = []
         for sid, head in zip(ids, heads, strict=True):
             # Without a main-transcript time: expired, deleted, erased, with subagent
-            # transcripts only, or being created (claude_prune leaves those).
+            # transcripts only, or being created (prune_index leaves those).
             (gone if head[0] is None else found).append((sid, head))
         if gone:
             await self._run("prune", project_key, [sid for sid, _ in gone])

@@ -33,7 +33,7 @@ _APPEND: Final = script("claude_append").replying(AppendReply.parse)
 _INDEX: Final = script("claude_index")
 _HEAD: Final = script("claude_head")
 _DROP: Final = script("claude_drop")
-_PRUNE: Final = script("claude_prune")
+_PRUNE: Final = script("prune_index")
 
 
 class ClaudeTranscripts:
@@ -98,7 +98,7 @@ class ClaudeTranscripts:
 
     def prune(self, project: str, session_ids: Sequence[bytes | str]) -> None:
         """Take sessions found gone off their project's index (those entered over a
-        minute ago: claude_prune)."""
+        minute ago: prune_index)."""
         if session_ids:
             self._conn.script(_PRUNE, (self.keys.claude_project(project),), session_ids)
 
@@ -119,7 +119,7 @@ class ClaudeTranscripts:
 
     def delete(self, path: str) -> None:
         """Delete a session with every transcript of it: one DEL (its keys share a
-        slot). Its index entry goes at a listing a minute on (claude_prune): taken off
+        slot). Its index entry goes at a listing a minute on (prune_index): taken off
         here, it could go after another process's append made the session again."""
         keys = self._session(path)
         self._batch([(keys[0], [("DEL", *keys)])], atomic=False)

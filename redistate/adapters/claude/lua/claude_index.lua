@@ -2,7 +2,7 @@
 it was written to again (before an object's first append to it, then with each
 append), keeping the index alive as long as the sessions it lists.
 KEYS[1]  the project's sessions: a zset, session id -> when it was last entered (ms,
-         this server's clock): claude_prune takes out only entries older than a minute
+         this server's clock): prune_index takes out only entries older than a minute
          whose session is gone, never one whose append is on its way
 ARGV[1]  the session id
 ARGV[2]  the sessions' ttl in ms ("0": they do not expire): the index lives at least

@@ -1,9 +1,10 @@
---[[ claude_prune: take sessions a listing found gone (expired, deleted, erased) off a
-Claude Agent SDK project's index (redistate.claude), each only if it was last entered
-over a minute ago: a session whose first append is on its way (indexed, not yet
-written) stays listed once it lands.
-KEYS[1]  the project's sessions: a zset, session id -> when last entered (claude_index)
-ARGV     the session ids found gone
+--[[ prune_index: take entities a listing found gone (expired, deleted, erased) off an
+adapter's index (a Claude Agent SDK project's sessions, redistate.claude; the
+conversations of a Pydantic AI scope, redistate.pydantic_ai), each only if its score
+says it was last entered over a minute ago: an entity whose first write is on its way
+(indexed, not yet written) stays listed once it lands.
+KEYS[1]  the index: a zset, entity id -> when last entered (ms)
+ARGV     the ids found gone
 returns  how many were taken off
 unchecked time zscore
 ]]
