@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # imported where used: a store that never locks never loads l
     from .adapters.langgraph.graph import GraphSpec
     from .adapters.langgraph.namespaces import Namespaces
     from .adapters.langgraph.threads import Graph
+    from .adapters.pydantic_ai.conversations import Conversations
     from .admin.admin import Admin
     from .batch import Batch
     from .leases.lease import Lease
@@ -297,6 +298,12 @@ class Store(WithGuard):
         from .adapters.claude.transcripts import ClaudeTranscripts
 
         return ClaudeTranscripts(self._conn, self.keys)
+
+    def pydantic_conversations(self) -> Conversations:
+        """The storage of Pydantic AI conversations (redistate.pydantic_ai builds on it)."""
+        from .adapters.pydantic_ai.conversations import Conversations
+
+        return Conversations(self._conn, self.keys)
 
     def memory_namespaces(self) -> Namespaces:
         """The storage of the LangGraph store (redistate.langgraph.RedistateStore)."""

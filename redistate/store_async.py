@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # imported where used: a store that never locks never loads l
     from .adapters.langgraph.graph import GraphSpec
     from .adapters.langgraph.namespaces_async import AsyncNamespaces
     from .adapters.langgraph.threads_async import AsyncGraph
+    from .adapters.pydantic_ai.conversations_async import AsyncConversations
     from .admin.admin_async import AsyncAdmin
     from .batch_async import AsyncBatch
     from .leases.lease_async import AsyncLease
@@ -296,6 +297,12 @@ class AsyncStore(AsyncWithGuard):
         from .adapters.claude.transcripts_async import AsyncClaudeTranscripts
 
         return AsyncClaudeTranscripts(self._conn, self.keys)
+
+    def pydantic_conversations(self) -> AsyncConversations:
+        """The storage of Pydantic AI conversations (redistate.pydantic_ai builds on it)."""
+        from .adapters.pydantic_ai.conversations_async import AsyncConversations
+
+        return AsyncConversations(self._conn, self.keys)
 
     def memory_namespaces(self) -> AsyncNamespaces:
         """The storage of the LangGraph store (redistate.langgraph.RedistateStore)."""

@@ -309,3 +309,50 @@ def claude_appender(
         return batches
 
     return asyncio.run(run())
+
+
+def pai_turn(worker: int, n: int) -> list[Any]:
+    """One turn of a Pydantic AI conversation (a request and its response), the same
+    for the same ``worker`` and ``n``, with a fixed timestamp."""
+    from datetime import datetime, timezone
+
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    return [
+        ModelRequest(parts=[UserPromptPart(f"w{worker} asks {n}", timestamp=at)]),
+        ModelResponse(parts=[TextPart(f"w{worker} answer {n}")], timestamp=at),
+    ]
+
+
+def pai_saver(url: str, namespace: str, worker: int, turns: int, barrier: Any, acks: Any) -> int:
+    """Saves a Pydantic AI conversation ``c`` that many times, one turn each, loading
+    it first (a writer that resumes); with ``barrier``, one turn only, raced against
+    the others after they all loaded it: returns 1 saved, 0 refused by a conflict.
+    Puts each turn's number on ``acks`` once its save returned."""
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.conversation_store import ConversationConflict
+
+    from redistate.pydantic_ai import RedistateConversationStore
+
+    async def run() -> int:
+        store = AsyncStore.from_url(url, namespace=namespace)
+        conversations = RedistateConversationStore(store, ttl=600)
+        saved = 0
+        conversation = await conversations.load("c") or Conversation(conversation_id="c")
+        start = len(conversation.messages) // 2
+        for n in range(start, start + turns):
+            conversation.messages.extend(pai_turn(worker, n))
+            if barrier is not None:
+                barrier.wait()
+            try:
+                await conversations.save(conversation)
+            except ConversationConflict:
+                continue
+            saved += 1
+            if acks is not None:
+                acks.put((worker, n))
+        await store.aclose()
+        return saved
+
+    return asyncio.run(run())

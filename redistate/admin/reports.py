@@ -106,6 +106,7 @@ class RotateReport:
     memory_items: int = 0  # LangGraph store items (redistate.langgraph.RedistateStore)
     adk_values: int = 0  # Google ADK state values and events (redistate.adk)
     claude_values: int = 0  # Claude Agent SDK entries and summaries (redistate.claude)
+    pydantic_values: int = 0  # Pydantic AI records, details and entries (redistate.pydantic_ai)
     current: int = 0
     changed: int = 0
     keys_seen: int = 0

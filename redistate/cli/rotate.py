@@ -37,6 +37,7 @@ def rotate_keys(
         "store items": report.memory_items,
         "ADK values": report.adk_values,
         "Claude values": report.claude_values,
+        "Pydantic AI values": report.pydantic_values,
         "already current": report.current,
         "changed meanwhile": report.changed,
         "moved off": moved,

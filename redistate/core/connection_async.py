@@ -773,6 +773,22 @@ class AsyncConnection:
         except ERRORS as exc:
             return cast("list[list[Any]]", await self._recover(exc, call, started, None, "multi"))
 
+    async def batch_checked(
+        self, groups: Sequence[tuple[str, Sequence[tuple[Any, ...]]]], atomic: bool = True
+    ) -> list[list[Any]]:
+        """:meth:`batch`, its first failed command raised as a redistate error (an ACL
+        denial as PermissionDenied naming the command), for callers that need every
+        reply."""
+        try:
+            replies = await self.batch(groups, atomic=atomic)
+        except rex.ResponseError as exc:  # refused inside a MULTI
+            raise translate(exc, self.address, "multi") from exc
+        for (_, commands), reply in zip(groups, replies, strict=True):
+            for command, result in zip(commands, reply, strict=True):
+                if isinstance(result, Exception):
+                    raise translate(result, self.address, str(command[0]).lower()) from result
+        return replies
+
     async def _batch(
         self, groups: Sequence[tuple[str, Sequence[tuple[Any, ...]]]], atomic: bool
     ) -> list[list[Any]]:

@@ -25,6 +25,8 @@ from .kinds import (
     MEMORY_KEY,
     MEMORY_NAMES_KEY,
     OWNS,
+    PYDANTIC_AI_KEY,
+    PYDANTIC_AI_LIST_KEY,
     RESERVED,
     TASK_KEY,
     USER_KEY,
@@ -283,6 +285,19 @@ class KeySpace:
         """The sessions of a Claude Agent SDK project, a zset (session id -> when it
         was last entered, ms): ``ns:claude-project:{<project key>}``."""
         return self.key(CLAUDE_PROJECT_KEY, project)
+
+    def conversation(self, conversation_id: str, part: str = "") -> str:
+        """A Pydantic AI conversation (redistate.pydantic_ai), its keys in its hash
+        slot: ``ns:pydantic-ai:{<conversation id>}`` (its record, a hash),
+        ``…:entries`` (entry id -> encoded entry) and ``…:parents`` (entry id -> the
+        id of the entry before it, "" for a first one)."""
+        return self.key(PYDANTIC_AI_KEY, conversation_id, part)
+
+    def conversations(self, scope: str | None) -> str:
+        """An index of Pydantic AI conversations, a zset (conversation id -> last
+        saved, ms): those of one ``scope`` (``ns:pydantic-ai-list:{=<scope>}``) or,
+        with None, every one (``ns:pydantic-ai-list:{all}``)."""
+        return self.key(PYDANTIC_AI_LIST_KEY, "all" if scope is None else f"={scope}")
 
     def lock(self, name: str) -> str:
         """Lease key: ``ns:lock:{name}``."""

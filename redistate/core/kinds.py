@@ -37,6 +37,8 @@ __all__ = [
     "MEMORY",
     "MEMORY_NAMES",
     "NOT_YET",
+    "PYDANTIC_AI",
+    "PYDANTIC_AI_LIST",
     "RESERVED",
     "SESSION",
     "STEPS",
@@ -65,6 +67,8 @@ ADK_USER_KEY: Final = "adk-user"
 ADK_APP_KEY: Final = "adk-app"
 CLAUDE_KEY: Final = "claude"
 CLAUDE_PROJECT_KEY: Final = "claude-project"
+PYDANTIC_AI_KEY: Final = "pydantic-ai"
+PYDANTIC_AI_LIST_KEY: Final = "pydantic-ai-list"
 # Parts several kinds use: the write memory (``KeySpace.writes``) and the user index.
 WRITES: Final = "writes"
 OWNS: Final = "owns"
@@ -331,9 +335,36 @@ CLAUDE_PROJECT: Final = Kind(
     home="adapters.claude",
 )
 
+PYDANTIC_AI: Final = Kind(
+    "pydantic-ai",
+    PYDANTIC_AI_KEY,
+    ("", "entries", "parents"),
+    "Pydantic AI conversations",
+    registered=True,
+    skips={
+        Op.EXPORT: f"{NOT_YET}: exported with redistate.pydantic_ai's next release",
+        Op.MIGRATE: "entries are pydantic-ai's own messages, not the application's schema",
+    },
+    home="adapters.pydantic_ai",
+)
+PYDANTIC_AI_LIST: Final = Kind(
+    "pydantic-ai-list",
+    PYDANTIC_AI_LIST_KEY,
+    ("",),
+    "Pydantic AI conversation indexes",
+    skips={
+        Op.EXPORT: f"{NOT_YET}: exported with redistate.pydantic_ai's next release",
+        Op.ROTATE: "holds conversation ids, which the codec does not encode",
+        Op.MIGRATE: _NOT_ENCODED,
+        Op.ERASE: "an erased conversation's entry is skipped by listings, and taken off by one",
+    },
+    home="adapters.pydantic_ai",
+)
+
 KINDS: Final[tuple[Kind, ...]] = (
     SESSION, USER, COLLECTION, TASK, STEPS, EVENTS, LEASE, FENCE, USER_INDEX, AGENTS, GRAPH,
-    MEMORY, MEMORY_NAMES, ADK, ADK_USER, ADK_APP, CLAUDE, CLAUDE_PROJECT,
+    MEMORY, MEMORY_NAMES, ADK, ADK_USER, ADK_APP, CLAUDE, CLAUDE_PROJECT, PYDANTIC_AI,
+    PYDANTIC_AI_LIST,
 )  # fmt: skip
 
 _BY_PART: Final = {(k.key, part): k for k in KINDS for part in k.parts}

@@ -42,6 +42,12 @@ def built_keys(keys: KeySpace) -> dict[str, str]:
         elif name == "claude_session":
             for part in ("", "log", "subs"):
                 out[f"{name}:{part}"] = method("p/s", part)
+        elif name == "conversation":
+            for part in ("", "entries", "parents"):
+                out[f"{name}:{part}"] = method("c", part)
+        elif name == "conversations":
+            out["conversations:all"] = method(None)
+            out["conversations:scope"] = method("u")
         elif name == "memory_names":
             for part in ("", "gens"):
                 out[f"memory_names:{part}"] = method(part)

@@ -13,10 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-import redis.exceptions as rex
-
 from ...core import kinds
-from ...core._translate import translate
 from ...core.batching import Call, raise_first
 from ...core.connection_async import AsyncConnection
 from ...core.keys import KeySpace
@@ -112,7 +109,7 @@ class AsyncClaudeTranscripts:
             (self.keys.claude_session(p), [("HMGET", self.keys.claude_session(p), *fields)])
             for p in paths
         ]
-        return [list(r[0]) for r in await self._batch(groups, atomic=False)]
+        return [list(r[0]) for r in await self._conn.batch_checked(groups, atomic=False)]
 
     async def subkeys(self, path: str) -> list[bytes]:
         """The session's subpaths."""
@@ -123,25 +120,9 @@ class AsyncClaudeTranscripts:
         slot). Its index entry goes at a listing a minute on (prune_index): taken off
         here, it could go after another process's append made the session again."""
         keys = self._session(path)
-        await self._batch([(keys[0], [("DEL", *keys)])], atomic=False)
+        await self._conn.batch_checked([(keys[0], [("DEL", *keys)])], atomic=False)
 
     async def drop(self, path: str, sub: bytes) -> None:
         """Delete one subagent transcript: its entries, its uuids and its subpath."""
         keys = (self.keys.claude_session(path, "log"), self.keys.claude_session(path, "subs"))
         await self._conn.script(_DROP, keys, (sub,))
-
-    async def _batch(
-        self, groups: Sequence[tuple[str, Sequence[tuple[Any, ...]]]], atomic: bool
-    ) -> list[list[Any]]:
-        """``conn.batch``, its first failed command raised as a redistate error (an ACL
-        denial as PermissionDenied naming the command)."""
-        try:
-            replies = await self._conn.batch(groups, atomic=atomic)
-        except rex.ResponseError as exc:  # refused inside a MULTI
-            raise translate(exc, self._conn.address, "multi") from exc
-        for (_, commands), reply in zip(groups, replies, strict=True):
-            for command, result in zip(commands, reply, strict=True):
-                if isinstance(result, Exception):
-                    verb = str(command[0]).lower()
-                    raise translate(result, self._conn.address, verb) from result
-        return replies
