@@ -271,6 +271,35 @@ def _claude_store(store: Store) -> Any:
     return RedistateSessionStore(store, ttl=60)
 
 
+def _pydantic(admin: Store, denied: Store) -> Any:
+    """A Pydantic AI conversation of scope u1 (by the admin); the denied user's store
+    and the conversation as loaded, a turn added."""
+    from redistate.pydantic_ai import RedistateConversationStore
+    from tests.workers import pai_turn
+
+    async def made() -> Any:
+        from pydantic_ai.conversation import Conversation
+
+        conversation = Conversation(conversation_id="c")
+        conversation.messages.extend(pai_turn(0, 0))
+        await RedistateConversationStore(admin, ttl=60).save(conversation, scope="u1")
+        conversation.messages.extend(pai_turn(0, 1))
+        return RedistateConversationStore(denied, ttl=60), conversation
+
+    return asyncio.run(made())
+
+
+def _pydantic_new(store: Store) -> None:
+    from pydantic_ai.conversation import Conversation
+
+    from redistate.pydantic_ai import RedistateConversationStore
+    from tests.workers import pai_turn
+
+    conversation = Conversation(conversation_id="c")
+    conversation.messages.extend(pai_turn(0, 0))
+    asyncio.run(RedistateConversationStore(store, ttl=60).save(conversation, scope="u1"))
+
+
 def _thread(name: str) -> Any:
     return {"configurable": {"thread_id": name, "checkpoint_ns": ""}}
 
@@ -424,6 +453,16 @@ OPERATIONS: dict[str, tuple[Setup, Operation]] = {
         lambda s, c: asyncio.run(c.list_session_summaries("p")),
     ),
     "claude list_subkeys": (_claude, lambda s, c: asyncio.run(c.list_subkeys(CLAUDE))),
+    "pydantic save": (_pydantic, lambda s, c: asyncio.run(c[0].save(c[1]))),
+    "pydantic save (new)": (_none, lambda s, _: _pydantic_new(s)),
+    "pydantic fork": (_pydantic, lambda s, c: asyncio.run(c[0].fork("c", at=2))),
+    "pydantic update": (_pydantic, lambda s, c: asyncio.run(c[0].update("c", title="t"))),
+    "pydantic delete": (_pydantic, lambda s, c: asyncio.run(c[0].delete("c"))),
+    "pydantic load": (_pydantic, lambda s, c: asyncio.run(c[0].load("c"))),
+    "pydantic list_conversations": (
+        _pydantic,
+        lambda s, c: asyncio.run(c[0].list_conversations(scope="u1")),
+    ),
     # Reads: nothing to write, but a denial is named all the same.
     "get": (_record, lambda s, _: s.sessions.get("s")),
     "get_many": (_record, lambda s, _: s.sessions.get_many(["s", "t"])),
@@ -450,6 +489,10 @@ DELETED_FIRST = {"claude delete"}
 # renewed for an append that did not land, or an append whose renewal did not (its
 # entry is there since the session's first append; the next one renews it).
 RENEWED_BESIDE = {"claude append (subagent)"}
+# A Pydantic AI save enters the conversation in its two indexes (other slots) in the
+# pipeline of its write: a denial of the write leaves the index entries (a listing
+# skips them, and takes them off), a denial of an index's ZADD the write without it.
+INDEXED_BESIDE = {"pydantic save", "pydantic save (new)", "pydantic fork"}
 # A put that creates a namespace of the LangGraph store announces it to the registry
 # first (another slot): a denial of the put leaves the registry entry, which points at
 # nothing and which a sweep takes out.
@@ -537,6 +580,15 @@ def test_each_command_denied_in_turn_is_named_and_no_operation_writes_half(
                         elif after != before and name in DELETED_FIRST:
                             assert set(after) < set(before), (command, name)
                             assert all(after[k] == before[k] for k in after), (command, name)
+                            index_entries += 1
+                        elif after != before and name in INDEXED_BESIDE:
+                            space = KeySpace(namespace)
+                            lists = {
+                                space.conversations(None).encode(),
+                                space.conversations("u1").encode(),
+                            }
+                            moved = {k for k in after if after[k] != before.get(k)}
+                            assert moved <= lists or not moved & lists, (command, name)
                             index_entries += 1
                         elif after != before and name in ANNOUNCED_FIRST:
                             registry = KeySpace(namespace).memory_names()

@@ -50,6 +50,14 @@ EXPECTED = {
         "nodes of process 2: ['draft', 'review', 'publish']",
         "each node once: True",
     ],
+    "pydantic_ai_conversations.py": [
+        "loaded 0 messages, saved 4 new",
+        "loaded 4 messages, saved 2 new",  # the other process's turn, then its own
+        "turn process exit code: 0",
+        "stale save refused: conflict",
+        "trip-b: 6 messages, title None, forked from 'trip-planning'",
+        "trip-planning: 8 messages, title 'Trip', forked from None",
+    ],
     "quickstart.py": ["refused: conflict", "user u1: {'prefs': {'lang': 'zh'}}"],
     "quickstart_async.py": ["facts kept: 20 of 20"],
     "resume_after_crash.py": [

@@ -130,6 +130,36 @@ def _read_adk_user(store: Store) -> Any:
     return asyncio.run(service.get_user_state(app_name="chat", user_id="u1"))
 
 
+def _write_pydantic(store: Store) -> None:
+    from pydantic_ai.conversation import Conversation
+
+    from redistate.pydantic_ai import RedistateConversationStore
+    from tests.workers import pai_turn
+
+    async def write() -> None:
+        conversations = RedistateConversationStore(store, ttl=600)
+        conversation = Conversation(conversation_id="c1")
+        conversation.messages.extend(pai_turn(0, 0))
+        await conversations.save(conversation, scope="u1")
+        await conversations.update("c1", title="t", metadata={"m": 1})
+
+    asyncio.run(write())
+
+
+def _read_pydantic(store: Store) -> Any:
+    from redistate.pydantic_ai import RedistateConversationStore
+
+    conversations = RedistateConversationStore(store)
+
+    async def read() -> Any:
+        loaded = await conversations.load("c1")
+        assert loaded is not None
+        listed = await conversations.list_conversations()
+        return loaded.messages, [(r.title, r.metadata, r.usage) for r in listed]
+
+    return asyncio.run(read())
+
+
 CLAUDE_KEY: Any = {"project_key": "p", "session_id": "c1"}
 CLAUDE_SUB: Any = {**CLAUDE_KEY, "subpath": "subagents/x"}
 
@@ -227,10 +257,11 @@ WRITERS: dict[Kind, tuple[Writer, Reader]] = {
     kinds.ADK_USER: (lambda store: None, _read_adk_user),
     kinds.ADK_APP: (lambda store: None, lambda store: None),  # read with the session
     kinds.CLAUDE: (_write_claude, _read_claude),
+    kinds.PYDANTIC_AI: (_write_pydantic, _read_pydantic),
 }
 COUNTS = (
     "records", "checkpoints", "deltas", "steps", "events", "agent_items", "memory_items",
-    "adk_values", "claude_values",
+    "adk_values", "claude_values", "pydantic_values",
 )  # fmt: skip
 
 
@@ -253,10 +284,12 @@ def test_after_rotate_keys_every_kind_reads_with_the_new_keys_alone(
     # 3 records, 2 checkpoints, 3 deltas (1 by the run), 2 steps, 2 events and the
     # anchor, 4 items (the popped one is no item any more), 3 store items, 5 ADK values
     # (the session's turn, its 2 events, the user's name, the app's model), 4 Claude
-    # values (3 entries, 1 summary)
+    # values (3 entries, 1 summary), 5 Pydantic AI values (a body, a title, metadata,
+    # 2 entries)
     assert {name: getattr(first, name) for name in COUNTS} == {
         "records": 3, "checkpoints": 2, "deltas": 3, "steps": 2, "events": 3, "agent_items": 4,
         "memory_items": 3, "adk_values": 5, "claude_values": 4,
+        "pydantic_values": 5,
     }  # fmt: skip
     assert set(first.old_keys) == {"a"}
     second = both.admin.rotate_keys()

@@ -116,7 +116,7 @@ class Conversations:
     def listed(self, scope: str | None, start: int, count: int) -> list[tuple[bytes, int]]:
         """A page of an index, most recently saved first: (conversation id, ms)."""
         key = self.keys.conversations(scope)
-        flat = self._conn.idempotent("ZREVRANGE", key, start, start + count - 1, "WITHSCORES")
+        flat = self._conn.idempotent("ZRANGE", key, start, start + count - 1, "REV", "WITHSCORES")
         if flat and isinstance(flat[0], list | tuple):  # RESP3: pairs
             return [(bytes(m), int(float(s))) for m, s in flat]
         return [(bytes(m), int(float(s))) for m, s in zip(flat[::2], flat[1::2], strict=True)]
