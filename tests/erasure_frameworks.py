@@ -10,12 +10,15 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from redistate import AsyncStore, Store
 from redistate.adk import RedistateSessionService
 from redistate.agents import RedistateSession
 from redistate.claude import RedistateSessionStore
 from redistate.langgraph import RedisStateSaver, RedistateStore
+from redistate.pydantic_ai import RedistateConversationStore
 
 ITEMS: list[Any] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
 
@@ -42,7 +45,8 @@ def config(thread_id: str, user: str) -> Any:
 async def async_framework_data(store: AsyncStore, user: str) -> None:
     """An Agents SDK session ``<user>-a1``, a LangGraph thread ``<user>-g1``, a
     LangGraph store namespace ``(<user>-m, facts)``, an ADK session of app
-    ``<user>-app`` with ``user:`` state and a Claude Agent SDK session."""
+    ``<user>-app`` with ``user:`` state, a Claude Agent SDK session and a Pydantic AI
+    conversation."""
     session = RedistateSession(f"{user}-a1", store=store, user=user)
     await session.add_items(ITEMS)
     saver = RedisStateSaver(store, user_key="user_id")
@@ -52,6 +56,7 @@ async def async_framework_data(store: AsyncStore, user: str) -> None:
     await memory.aput((f"{user}-m", "facts"), "likes", {"tea": True}, ttl=10)
     await adk_data(store, user)
     await claude_data(store, user)
+    await pydantic_ai_data(store, user)
 
 
 async def erase(store: Store | AsyncStore, user: str) -> Any:
@@ -69,6 +74,14 @@ async def claude_data(store: Store | AsyncStore, user: str) -> None:
     await sessions.append(key, [{"type": "user", "uuid": "e1"}])
     sub: Any = {**key, "subpath": "subagents/a"}
     await sessions.append(sub, [{"type": "x"}])
+
+
+async def pydantic_ai_data(store: Store | AsyncStore, user: str) -> None:
+    """A Pydantic AI conversation ``<user>-p1`` in scope ``user``, registered to it."""
+    conversations = RedistateConversationStore(store, register_scopes=True)
+    conversation = Conversation(conversation_id=f"{user}-p1")
+    conversation.messages.append(ModelRequest(parts=[UserPromptPart(content="hi")]))
+    await conversations.save(conversation, scope=user)
 
 
 async def adk_data(store: Store | AsyncStore, user: str) -> None:
@@ -93,3 +106,4 @@ def sync_framework_data(store: Store, user: str) -> None:
     memory.put((f"{user}-m", "facts"), "likes", {"tea": True}, ttl=10)
     asyncio.run(adk_data(store, user))  # ADK's session services are async only
     asyncio.run(claude_data(store, user))  # and the Claude SDK's session stores
+    asyncio.run(pydantic_ai_data(store, user))  # and pydantic-ai's conversation stores

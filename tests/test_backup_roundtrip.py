@@ -192,6 +192,20 @@ GENERATORS: Final[dict[str, st.SearchStrategy[list[Op]]]] = {
     # Not exported yet (kinds.NOT_YET): written, so that export must report them.
     kinds.CLAUDE.name: _ops(_op(kinds.CLAUDE, "append", value=patch, ttl=ttls, user=users)),
     kinds.CLAUDE_PROJECT.name: st.just([]),  # written by every main-transcript append
+    kinds.PYDANTIC_AI.name: _ops(
+        _op(
+            kinds.PYDANTIC_AI,
+            "save",
+            st.just("keep"),
+            value=st.integers(1, 2),
+            ttl=ttls,
+            user=users,
+        ),
+        _op(kinds.PYDANTIC_AI, "save", value=st.integers(1, 2), ttl=ttls, user=users),
+        _op(kinds.PYDANTIC_AI, "fork", value=st.integers(0, 2), ttl=ttls),
+        _op(kinds.PYDANTIC_AI, "delete"),
+    ),
+    kinds.PYDANTIC_AI_LIST.name: st.just([]),  # written by every save
 }
 
 
@@ -310,6 +324,13 @@ def execute(world: World, op: Op) -> None:
         world.touch(kinds.CLAUDE, f"proj/{op.id}")
         world.touch(kinds.CLAUDE_PROJECT, "proj")
         asyncio.run(_claude_append(store, op))
+    elif kind is kinds.PYDANTIC_AI:
+        if op.action == "save":
+            world.touch(kinds.PYDANTIC_AI, op.id)
+            world.touch(kinds.PYDANTIC_AI_LIST, op.user or "")
+        elif op.action == "fork":
+            world.touch(kinds.PYDANTIC_AI, f"{op.id}-fork")
+        asyncio.run(_pydantic_ai_op(store, op))
     else:
         raise AssertionError(f"no executor for kind {kind.name!r}")
 
@@ -341,6 +362,33 @@ async def _claude_append(store: Store, op: Op) -> None:
     key: Any = {"project_key": "proj", "session_id": op.id}
     entry: Any = {"type": "x", "value": op.value}
     await sessions.append(key, [entry])
+
+
+async def _pydantic_ai_op(store: Store, op: Op) -> None:
+    """A Pydantic AI conversation ``op.id``: ``op.value`` turns saved (in scope
+    ``op.user``, registered to it), a fork ``<id>-fork`` of its first ``op.value``
+    messages, or a delete."""
+    from pydantic_ai.conversation import Conversation
+
+    from redistate.pydantic_ai import RedistateConversationStore
+    from tests.workers import pai_turn
+
+    conversations = RedistateConversationStore(
+        store, ttl=op.ttl, register_scopes=op.user is not None
+    )
+    loaded = await conversations.load(op.id)
+    if op.action == "save":
+        conversation = loaded or Conversation(conversation_id=op.id)
+        for n in range(op.value):
+            conversation.messages.extend(pai_turn(len(conversation.messages), n))
+        await conversations.save(conversation, scope=op.user)
+    elif op.action == "fork" and loaded is not None and loaded.messages:
+        fork = f"{op.id}-fork"
+        if await conversations.load(fork) is not None:
+            await conversations.delete(fork)
+        await conversations.fork(op.id, at=op.value, new_conversation_id=fork)
+    elif op.action == "delete" and loaded is not None:
+        await conversations.delete(op.id)
 
 
 async def _adk_observe(store: Store, users: list[str]) -> Any:

@@ -92,6 +92,20 @@ async def _claude(store: Store) -> None:
     await sessions.append(sub, [{"type": "x"}])
 
 
+async def _pydantic_ai(store: Store) -> None:
+    """A Pydantic AI conversation of two turns in scope u1, and a fork of it."""
+    from pydantic_ai.conversation import Conversation
+
+    from redistate.pydantic_ai import RedistateConversationStore
+    from tests.workers import pai_turn
+
+    conversations = RedistateConversationStore(store, ttl=600)
+    conversation = Conversation(conversation_id="c")
+    conversation.messages.extend([*pai_turn(0, 0), *pai_turn(0, 1)])
+    await conversations.save(conversation, scope="u1")
+    await conversations.fork("c", at=2, new_conversation_id="f")
+
+
 def seed(backend: Backend, namespace: str) -> None:
     with Store(backend.sync_client(), namespace=namespace) as store:
         for i in range(40):
@@ -110,6 +124,7 @@ def seed(backend: Backend, namespace: str) -> None:
         RedistateStore(store).put(("users", "u1"), "profile", {"name": "a"})
         asyncio.run(_adk(store))
         asyncio.run(_claude(store))
+        asyncio.run(_pydantic_ai(store))
     raw = backend.raw()
     raw.set(f"{namespace}:stray", b"not redistate's")
     raw.close()
@@ -138,6 +153,8 @@ def test_counts_bytes_largest_and_keys_without_ttl(backend: Backend, namespace: 
         "adk-app": (3, 1),  # app state, users, write memory
         "claude": (4, 1),  # counter and summary, transcripts, subpaths, write memory
         "claude-project": (1, 1),  # the project's sessions
+        "pydantic-ai": (6, 2),  # record, entries, parents: a conversation and its fork
+        "pydantic-ai-list": (2, 2),  # every conversation, and scope u1's
         "notes": (3, 3),
         "(other)": (1, 1),
     }
@@ -193,7 +210,8 @@ def test_an_empty_embedded_store() -> None:
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["kind"] for r in rows] == list(BUILT_IN)
     kinds = ["session", "user", "task", "events", "lock", "fence", "agents", "graph", "memory",
-             "memory-names", "adk", "adk-user", "adk-app", "claude", "claude-project"]  # fmt: skip
+             "memory-names", "adk", "adk-user", "adk-app", "claude", "claude-project",
+             "pydantic-ai", "pydantic-ai-list"]  # fmt: skip
     assert list(BUILT_IN) == kinds
     assert all(r["keys"] == 0 and r["bytes"] == 0 and r["largest"] == [] for r in rows)
 

@@ -87,8 +87,9 @@ async def test_erase_deletes_everything_registered_to_the_user_and_nothing_else(
         kinds.ADK_KEY: ["u1-app/u1/s1"],
         kinds.ADK_USER_KEY: ["u1-app/u1"],
         kinds.CLAUDE_KEY: ["u1-proj/c1"],
+        kinds.PYDANTIC_AI_KEY: ["u1-p1"],
     }
-    assert report.missing == [] and report.count == 12
+    assert report.missing == [] and report.count == 13
     after = scan(backend, store)
     # Only keys of others remain, and the task run's lease and fence (never registered).
     gone = {

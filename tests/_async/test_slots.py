@@ -177,6 +177,15 @@ async def test_every_script_and_transaction_stays_in_one_slot(
         await claude.sessions("p")
         await claude.prune("p", ["gone"])
         await claude.delete(cpath)
+        # redistate.pydantic_ai: a save (both indexes, the record, its details), a
+        # history, details alone, the listing's prune and a delete.
+        pai = store.pydantic_conversations()
+        argv = ["", "r1", b"body", 1, "=u", "e1", 60_000, 1, "e1", "", b"entry"]
+        assert (await pai.write(entity, "u", argv, ["r1", "0", "1", b"t", "-", ""]))[0] == 1
+        assert (await pai.history(entity, "e1", -1))[0] == 1
+        assert await pai.details(entity, ["r1", "1", "-", "", "1", b"m"]) == 2
+        await pai.prune("u", ["gone"])
+        assert await pai.delete(entity, "r1")
         # redistate import: one script per entity, with the keys import_call chooses.
         await store.users.put(entity, {"n": 1})
         value = await store._conn.get(store.keys.record("user", entity))

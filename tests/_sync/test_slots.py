@@ -178,6 +178,15 @@ def test_every_script_and_transaction_stays_in_one_slot(
         claude.sessions("p")
         claude.prune("p", ["gone"])
         claude.delete(cpath)
+        # redistate.pydantic_ai: a save (both indexes, the record, its details), a
+        # history, details alone, the listing's prune and a delete.
+        pai = store.pydantic_conversations()
+        argv = ["", "r1", b"body", 1, "=u", "e1", 60_000, 1, "e1", "", b"entry"]
+        assert (pai.write(entity, "u", argv, ["r1", "0", "1", b"t", "-", ""]))[0] == 1
+        assert (pai.history(entity, "e1", -1))[0] == 1
+        assert pai.details(entity, ["r1", "1", "-", "", "1", b"m"]) == 2
+        pai.prune("u", ["gone"])
+        assert pai.delete(entity, "r1")
         # redistate import: one script per entity, with the keys import_call chooses.
         store.users.put(entity, {"n": 1})
         value = store._conn.get(store.keys.record("user", entity))
