@@ -16,6 +16,7 @@ import base64
 import binascii
 import datetime as dt
 import importlib
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ __all__ = [
     "line_kinds",
     "pairs",
     "pttls",
+    "reply_score",
+    "score",
     "text",
     "ttl_of",
     "unb64",
@@ -396,6 +399,24 @@ def pttls(keys: tuple[str, ...]) -> list[tuple[Any, ...]]:
 def text(value: Any) -> str:
     """A reply's bytes as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def reply_score(raw: Any) -> int | float:
+    """A sorted set's score as the file holds it: an int where it is one, exactly."""
+    value = float(raw)
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+
+def score(value: object, what: str) -> bytes:
+    """A line's score as ZADD takes it; ValueError naming ``what`` unless it is a
+    finite number (an int within ±2**53-1, so that it is exact)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, got {value!r:.80}")
+    if isinstance(value, int):
+        if abs(value) > MAX_VERSION:
+            raise ValueError(f"{what} {value} is over the limit of ±2**53-1")
+        return b"%d" % value
+    return repr(value).encode()
 
 
 def first_present(read: Read, parts: tuple[str, ...], present: list[bool]) -> int | None:

@@ -659,7 +659,7 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     # import_agents: written (count), the same items, refused (how many are stored)
     (ImportReply.parse, [1, 3], ImportReply(True, 3), True),
     (ImportReply.parse, [0, 2], ImportReply(False, 2), False),
-    # import_graph: written, the same content, refused
+    # import_parts: written (an index: changed), the same content, refused
     (ImportReply.parse, [1, 1], ImportReply(True, 1), True),
     (ImportReply.parse, [0, 0], ImportReply(False, 0), False),
     # import_memory: written (items changed), refused (stored items newer), announce again
