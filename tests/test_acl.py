@@ -143,6 +143,12 @@ def test_the_printed_acl_runs_a_full_workload_and_nothing_else(
         assert asyncio.run(session.get_items()) == [{"role": "user", "content": "hi"}]
         asyncio.run(session.pop_item())
         asyncio.run(session.clear_session())
+        # The adapters' data, exported and imported below: a Claude session with a
+        # subagent transcript, a Pydantic AI conversation in a scope.
+        claude = _claude_store(store)
+        asyncio.run(claude.append(CLAUDE, [{"type": "user", "uuid": "a"}]))
+        asyncio.run(claude.append(CLAUDE_SUB, [{"type": "x", "uuid": "b"}]))
+        _pydantic_new(store)
         assert store.users.erase("bob").profile is False
         assert store.checkpoints.delete("t") is True
         assert store._conn.resends == 0 and store._conn._fcall
@@ -161,6 +167,9 @@ def test_the_printed_acl_runs_a_full_workload_and_nothing_else(
     ):
         done = run("--namespace", namespace, *args, env=env)
         assert done.returncode == 0, (args, done.stderr)
+    backup = (tmp_path / "backup.jsonl").read_bytes()
+    for kind in (b"claude", b"claude-project", b"pydantic-ai", b"pydantic-ai-list"):
+        assert b'"kind":"%s"' % kind in backup, kind
     done = run("--namespace", namespace, "import", str(tmp_path / "backup.jsonl"), env=env)
     assert done.returncode == 0, done.stderr
     # Nothing was denied but CLIENT SETINFO (Redis 7.2+, Valkey), whose refusal redis-py

@@ -15,6 +15,7 @@ of stored data (redistate.core.kinds), written through the public APIs only, the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections import Counter
@@ -189,7 +190,6 @@ GENERATORS: Final[dict[str, st.SearchStrategy[list[Op]]]] = {
     kinds.ADK.name: _ops(_op(kinds.ADK, "append", value=patch, ttl=ttls, user=users)),
     kinds.ADK_USER.name: st.just([]),  # written by every ADK append
     kinds.ADK_APP.name: st.just([]),
-    # Not exported yet (kinds.NOT_YET): written, so that export must report them.
     kinds.CLAUDE.name: _ops(_op(kinds.CLAUDE, "append", value=patch, ttl=ttls, user=users)),
     kinds.CLAUDE_PROJECT.name: st.just([]),  # written by every main-transcript append
     kinds.PYDANTIC_AI.name: _ops(
@@ -365,7 +365,7 @@ async def _claude_append(store: Store, op: Op) -> None:
 
 
 async def _pydantic_ai_op(store: Store, op: Op) -> None:
-    """A Pydantic AI conversation ``op.id``: ``op.value`` turns saved (in scope
+    """A Pydantic AI conversation ``op.id``: ``op.value`` turns saved (made in scope
     ``op.user``, registered to it), a fork ``<id>-fork`` of its first ``op.value``
     messages, or a delete."""
     from pydantic_ai.conversation import Conversation
@@ -381,7 +381,8 @@ async def _pydantic_ai_op(store: Store, op: Op) -> None:
         conversation = loaded or Conversation(conversation_id=op.id)
         for n in range(op.value):
             conversation.messages.extend(pai_turn(len(conversation.messages), n))
-        await conversations.save(conversation, scope=op.user)
+        # A stored conversation keeps the scope it was made in (pydantic-ai refuses another).
+        await conversations.save(conversation, scope=op.user if loaded is None else None)
     elif op.action == "fork" and loaded is not None and loaded.messages:
         fork = f"{op.id}-fork"
         if await conversations.load(fork) is not None:
@@ -476,7 +477,47 @@ def observe(world: World, store: Store) -> dict[str, Any]:
         ]
     if world.ids(kinds.ADK):
         seen[kinds.ADK.name] = asyncio.run(_adk_observe(store, world.ids(kinds.ADK)))
+    if world.ids(kinds.CLAUDE):
+        seen[kinds.CLAUDE.name] = asyncio.run(_claude_observe(store, world.ids(kinds.CLAUDE)))
+    if world.ids(kinds.PYDANTIC_AI):
+        found = asyncio.run(_pydantic_ai_observe(store, world))
+        seen[kinds.PYDANTIC_AI.name] = found
     return seen
+
+
+async def _claude_observe(store: Store, paths: list[str]) -> Any:
+    """Each session's transcript and the project's listing and summaries, as the
+    SDK's session store reads them."""
+    from redistate.claude import RedistateSessionStore
+
+    sessions = RedistateSessionStore(store)
+    loaded = []
+    for path in paths:
+        key: Any = {"project_key": "proj", "session_id": path.split("/", 1)[1]}
+        loaded.append(await sessions.load(key))
+    listed = sorted(e["session_id"] for e in await sessions.list_sessions("proj"))
+    summaries = sorted(
+        (s["session_id"], s["mtime"], s["data"])
+        for s in await sessions.list_session_summaries("proj")
+    )
+    return loaded, listed, summaries
+
+
+async def _pydantic_ai_observe(store: Store, world: World) -> Any:
+    """Each conversation as pydantic-ai loads it, every listing (all, and each
+    scope's) and the records listed."""
+    from redistate.pydantic_ai import RedistateConversationStore
+
+    conversations = RedistateConversationStore(store)
+    loaded = {}
+    for cid in world.ids(kinds.PYDANTIC_AI):
+        conversation = await conversations.load(cid)
+        loaded[cid] = None if conversation is None else conversation.messages
+    listings = {}
+    for scope in world.ids(kinds.PYDANTIC_AI_LIST):
+        records = await conversations.list_conversations(scope=scope or None)
+        listings[scope] = [dataclasses.asdict(record) for record in records]
+    return loaded, listings
 
 
 def export(store: Store, path: Path, left_out: Counter[str] | None = None) -> list[dict[str, Any]]:

@@ -316,7 +316,6 @@ CLAUDE: Final = Kind(
     "Claude Agent SDK sessions",
     registered=True,
     skips={
-        Op.EXPORT: f"{NOT_YET}: exported with redistate.claude's next release",
         Op.MIGRATE: "entries are the SDK's own transcript lines, not the application's schema",
     },
     home="adapters.claude",
@@ -327,7 +326,6 @@ CLAUDE_PROJECT: Final = Kind(
     ("",),
     "Claude Agent SDK project indexes",
     skips={
-        Op.EXPORT: f"{NOT_YET}: exported with redistate.claude's next release",
         Op.ROTATE: "holds session ids, which the codec does not encode",
         Op.MIGRATE: _NOT_ENCODED,
         Op.ERASE: "an erased session's entry is skipped by listings, and taken off by one",
@@ -342,7 +340,6 @@ PYDANTIC_AI: Final = Kind(
     "Pydantic AI conversations",
     registered=True,
     skips={
-        Op.EXPORT: f"{NOT_YET}: exported with redistate.pydantic_ai's next release",
         Op.MIGRATE: "entries are pydantic-ai's own messages, not the application's schema",
     },
     home="adapters.pydantic_ai",
@@ -353,7 +350,6 @@ PYDANTIC_AI_LIST: Final = Kind(
     ("",),
     "Pydantic AI conversation indexes",
     skips={
-        Op.EXPORT: f"{NOT_YET}: exported with redistate.pydantic_ai's next release",
         Op.ROTATE: "holds conversation ids, which the codec does not encode",
         Op.MIGRATE: _NOT_ENCODED,
         Op.ERASE: "an erased conversation's entry is skipped by listings, and taken off by one",

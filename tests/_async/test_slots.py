@@ -16,7 +16,7 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 from redis.crc import key_slot
 
 from redistate import AsyncStore
-from redistate.adapters.claude.spec import AppendArgs
+from redistate.adapters.claude.spec import AppendArgs, context
 from redistate.adapters.langgraph import memory_ops_async
 from redistate.adapters.langgraph.graph import GraphSpec
 from redistate.adapters.langgraph.threads_async import AsyncGraph
@@ -215,6 +215,15 @@ async def test_every_script_and_transaction_stays_in_one_slot(
             {"kind": "adk-user", "id": f"chat/{entity}", "ttl_ms": None, "state": {},
              "state_ttl_ms": None, "sessions": [[b64encode(b"s1").decode(), 1.0]],
              "sessions_ttl_ms": None},
+            {"kind": "claude", "id": f"p/{entity}", "ttl_ms": None, "parts": {
+                "session": {b64encode(b"seq").decode(): b64encode(b"1").decode()},
+                "log": [[b64encode(b"s\x000000000000000001" + store.codec.encode(
+                    {}, context(f"p/{entity}", b"s"))).decode(), 0]],
+                "subs": [b64encode(b"s").decode()]}},
+            {"kind": "claude-project", "id": entity, "ttl_ms": None, "parts": {
+                "sessions": [[b64encode(b"c1").decode(), 1]]}},
+            {"kind": "pydantic-ai-list", "id": f"={entity}", "ttl_ms": None, "parts": {
+                "conversations": [[b64encode(b"c1").decode(), 1]]}},
         ]  # fmt: skip
         for line in lines:
             await store._conn.script(*import_call(store.keys, parse_entity(line), 0, True))
