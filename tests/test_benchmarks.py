@@ -365,3 +365,18 @@ def test_claude_store_benchmark_appends_and_loads_in_one_round_trip() -> None:
     assert rows["load"][reads] == "1.00"
     assert rows["list_session_summaries (100)"][reads] == "2.00"
     assert "InMemorySessionStore p50 ms" in header
+
+
+def test_pydantic_ai_store_benchmark_saves_and_loads_in_two_round_trips() -> None:
+    """benchmarks/pydantic_ai_store.py --quick: both stores on every op; it exits 1 if a
+    save of a turn or a load takes more than two round trips (the revision check reads
+    the record first)."""
+    done = bench("pydantic_ai_store.py", "--quick")
+    lines = [line.split("|") for line in done.stdout.splitlines() if "|" in line]
+    header = [cell.strip() for cell in lines[0]]
+    rows = {cells[0].strip(): [c.strip() for c in cells] for cells in lines[1:]}
+    reads = header.index("reads/op")
+    assert rows["save (1 turn)"][reads] == "2.00"
+    assert rows["load"][reads] == "2.00"
+    assert rows["list_conversations (100)"][reads] == "2.00"
+    assert "InMemoryConversationStore p50 ms" in header
