@@ -10,13 +10,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationRecord
 
-from redistate import EncryptedCodec, Store
+from redistate import EncryptedCodec, RedistateError, Store
+from redistate.admin.backup_codec import codec_of
 from redistate.admin.backup_format import BadFile
 from redistate.claude import RedistateSessionStore
 from redistate.core import kinds
@@ -197,6 +201,85 @@ def test_an_encrypted_export_needs_the_stores_keys(
         assert asyncio.run(read(store)) == before
 
 
+def test_what_the_stores_accept_exports_and_imports(
+    backend: Backend, namespace: str, tmp_path: Path
+) -> None:
+    """Data the stores take that a strict reading would not: a save time hours ahead of
+    the server (the client's clock) or before 1970, a subpath holding a lone surrogate,
+    a conversation saved with no messages."""
+    odd: Any = {"project_key": "p", "session_id": "s1"}
+    odd_sub: Any = {**odd, "subpath": "sub\ud800"}
+
+    async def seed_odd(store: Store) -> Any:
+        sessions = RedistateSessionStore(store, ttl=600)
+        await sessions.append(odd, [{"type": "user", "uuid": "u1"}])
+        await sessions.append(odd_sub, [{"type": "x"}])
+        conversations = RedistateConversationStore(store)
+        for cid, at in (("ahead", dt.timedelta(hours=3)), ("old", -dt.timedelta(days=60 * 365))):
+            record = ConversationRecord(
+                conversation_id=cid, head_id=None, updated_at=dt.datetime.now(dt.timezone.utc) + at
+            )
+            await conversations.write_record(record, expected_revision=None)
+        await conversations.save(Conversation(conversation_id="empty"))
+        return (
+            await sessions.load(odd),
+            await sessions.load(odd_sub),
+            await sessions.list_subkeys(odd),
+            [dataclasses.asdict(r) for r in await conversations.list_conversations()],
+        )
+
+    async def read_odd(store: Store) -> Any:
+        sessions = RedistateSessionStore(store)
+        conversations = RedistateConversationStore(store)
+        return (
+            await sessions.load(odd),
+            await sessions.load(odd_sub),
+            await sessions.list_subkeys(odd),
+            [dataclasses.asdict(r) for r in await conversations.list_conversations()],
+        )
+
+    cli = Cli(backend, namespace)
+    with cli.store() as store:
+        before = asyncio.run(seed_odd(store))
+    keys = contents(backend, namespace)
+    path = tmp_path / "backup.jsonl"
+    exported = cli.export(path)
+    assert exported["damaged"] == 0 and exported["pydantic_ais"] == 3, exported
+    delete_namespace(backend, namespace)
+    code, report, _ = cli.import_(path)
+    assert code == 0 and report["refused"] == 0 and report["failed"] == 0, report
+    assert contents(backend, namespace) == keys
+    with cli.store() as store:
+        assert asyncio.run(read_odd(store)) == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        ((0, 0, "whole", "hzs", 1, 1, 0, "seq", "1", "m", "nan"), "score nan"),
+        ((0, 0, "whole", "hzs", 1, 1, 0, "seq", "1", "m", "inf"), "score inf"),
+        ((0, 0, "whole", "hzs", 1, 1, 0, "seq", "1", "m", "0x10"), "score 0x10"),
+        ((0, 0, "whole", "hzs", 1, 2, 0, "seq", "1", "m", "0"), "arguments"),
+        ((0, 0, "whole", "hzx", 1, 1, 0, "seq", "1", "m", "0"), "arguments"),
+        ((0, 0, "merge", "hzs", 1, 1, 0, "seq", "1", "m", "0"), "arguments"),
+        ((0, 2, "whole", "hzs", 1, 1, 0, "seq", "1", "m", "0"), "arguments"),
+    ],
+)
+def test_import_parts_refuses_malformed_arguments_before_any_write(
+    server_backend: Backend, namespace: str, argv: tuple[Any, ...], what: str
+) -> None:
+    """The Python side never sends these; a script called otherwise writes nothing."""
+    from redistate.admin.backup_parts import PartsCodec
+
+    with Store(server_backend.sync_client(), namespace=namespace) as store:
+        codec = codec_of(kinds.CLAUDE)
+        assert isinstance(codec, PartsCodec)
+        keys = codec.keys(store.keys, CLAUDE, "p/x")
+        with pytest.raises(RedistateError, match=f"RSARG malformed {what} to import_parts"):
+            store._conn.script(codec.script(), keys, argv)
+        assert _dump(server_backend, namespace) == {}
+
+
 # -- crafted lines ---------------------------------------------------------------------
 
 
@@ -252,6 +335,40 @@ def _entry(parts: dict[str, Any], data: bytes) -> dict[str, Any]:
     return {**parts, "entries": {**entries, first: _b64(data)}}
 
 
+def _renumbered(parts: dict[str, Any]) -> dict[str, Any]:
+    """A session's parts with its second entry numbered as its first."""
+    log = [[_un(m), at] for m, at in parts["log"]]
+    entries = [i for i, (m, _) in enumerate(log) if m[:1] == b"\0"]
+    first, second = log[entries[0]][0], log[entries[1]][0]
+    log[entries[1]][0] = first[:17] + second[17:]
+    return {**parts, "log": [[_b64(m), at] for m, at in log]}
+
+
+def _project_late(line: dict[str, Any], now_us: int) -> dict[str, Any]:
+    late = (now_us + 2 * 3600 * 10**6) // 1000
+    return {**line, "parts": {"sessions": [[m, late] for m, _ in line["parts"]["sessions"]]}}
+
+
+def _looped(parts: dict[str, Any]) -> dict[str, Any]:
+    """A conversation's parts whose first entry's parent is the last: a loop."""
+    parents = {_un(f): _un(v) for f, v in parts["parents"].items()}
+    first = next(f for f, v in parents.items() if not v)
+    last = next(f for f in parents if f not in parents.values())
+    parents[first] = last
+    return {**parts, "parents": {_b64(f): _b64(v) for f, v in parents.items()}}
+
+
+def _body(**change: Any) -> Any:
+    """A conversation's parts with fields of its record's body (plain JSON) changed."""
+
+    def edit(parts: dict[str, Any]) -> dict[str, Any]:
+        record = {_un(f): _un(v) for f, v in parts["record"].items()}
+        record[b"body"] = orjson.dumps({**orjson.loads(record[b"body"]), **change})
+        return {**parts, "record": {_b64(f): _b64(v) for f, v in record.items()}}
+
+    return edit
+
+
 S1, C1 = "proj/s1", "c1"
 
 # case -> (edit(lines, server µs), the label the message starts with, what it says)
@@ -281,10 +398,41 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
         "",
         "has score b'5', not 0",
     ),
-    "claude more entries than seq": (
+    "claude entry past seq": (
         _parts(CLAUDE, S1, lambda p: {**p, "session": _hash(p["session"], b"seq", b"1")}),
         "",
-        "over seq",
+        "is repeated or not from 1 to seq 1",
+    ),
+    "claude seq past 2**53": (
+        _parts(CLAUDE, S1, lambda p: {**p, "session": _hash(p["session"], b"seq", b"9" * 16)}),
+        "",
+        "parts.session seq b'9999999999999999' is not an integer from 0",
+    ),
+    "claude seq not canonical": (
+        _parts(CLAUDE, S1, lambda p: {**p, "session": _hash(p["session"], b"seq", b"04")}),
+        "",
+        "is not an integer",
+    ),
+    "claude entry numbered twice": (_parts(CLAUDE, S1, _renumbered), "", "is repeated"),
+    "claude main transcript without its time": (
+        _parts(CLAUDE, S1, lambda p: {**p, "session": _hash(p["session"], b"mtime", None)}),
+        "",
+        "parts.session has no mtime for its main transcript",
+    ),
+    "claude uuid mark without its entry": (
+        _parts(CLAUDE, S1, lambda p: _log(p, b"\x01ghost")),
+        f"{CLAUDE} {S1}",
+        "the uuids its entries carry and its marks differ",
+    ),
+    "claude summary not an object": (
+        _parts(CLAUDE, S1, lambda p: {**p, "session": _hash(p["session"], b"sum", b"[1, 2]")}),
+        f"{CLAUDE} {S1}",
+        "the summary is list, not an object",
+    ),
+    "claude project time 2 h ahead": (
+        edit_line(PROJECT, "proj", _project_late),
+        f"{PROJECT} proj",
+        "over the limit",
     ),
     "claude session field foreign": (
         _parts(CLAUDE, S1, lambda p: {**p, "session": _hash(p["session"], b"x", b"1")}),
@@ -368,15 +516,58 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
         "",
         "parts.record has no rev",
     ),
-    "conversation save time not a count": (
-        _parts(PAI, C1, lambda p: {**p, "record": _hash(p["record"], b"upd", b"-1")}),
+    "conversation save time not an integer": (
+        _parts(PAI, C1, lambda p: {**p, "record": _hash(p["record"], b"upd", b"soon")}),
         "",
-        "upd b'-1' is not a count",
+        "parts.record upd b'soon' is not an integer",
     ),
     "conversation title not decodable": (
         _parts(PAI, C1, lambda p: {**p, "record": _hash(p["record"], b"title", b"\xff")}),
         f"{PAI} {C1}",
         "does not decode with the store's codec",
+    ),
+    "conversation parents in a loop": (_parts(PAI, C1, _looped), "", "lead back to it"),
+    "conversation body of another conversation": (
+        _parts(PAI, C1, _body(conversation_id="c2")),
+        f"{PAI} {C1}",
+        "the record's body has conversation_id 'c2', not 'c1'",
+    ),
+    "conversation revision apart from its body's": (
+        _parts(PAI, C1, lambda p: {**p, "record": _hash(p["record"], b"rev", b"other")}),
+        f"{PAI} {C1}",
+        "the record's body has revision",
+    ),
+    "conversation moved to another scope": (
+        _parts(PAI, C1, lambda p: {**p, "record": _hash(p["record"], b"scope", b"alice")}),
+        f"{PAI} {C1}",
+        "the record's body has scope 'bob', not 'alice'",
+    ),
+    "conversation body not a record": (
+        _parts(PAI, C1, lambda p: {**p, "record": _hash(p["record"], b"body", b"[1, 2]")}),
+        f"{PAI} {C1}",
+        "the record's body is list, not an object",
+    ),
+    "conversation branch not stored": (
+        _parts(PAI, C1, _body(branches=["gone"])),
+        f"{PAI} {C1}",
+        "the record's branch 'gone' is not in parts.entries",
+    ),
+    "conversation details version not canonical": (
+        _parts(PAI, C1, lambda p: {**p, "record": _hash(p["record"], b"dver", b"01")}),
+        "",
+        "parts.record dver b'01' is not an integer",
+    ),
+    "conversation entry not an entry": (
+        _parts(PAI, C1, lambda p: _entry(p, b'{"kind": "message"}')),
+        f"{PAI} {C1}",
+        "is not {kind, message}",
+    ),
+    "conversation index time not an integer": (
+        _parts(
+            PAI_LIST, "=bob", lambda p: {"conversations": [[m, 1.5] for m, _ in p["conversations"]]}
+        ),
+        "",
+        "time b'1.5' is not an integer",
     ),
     "conversation index of no scope": (
         edit_line(PAI_LIST, "=bob", lambda line, now: {**line, "id": "bob"}),

@@ -17,6 +17,7 @@ import binascii
 import datetime as dt
 import importlib
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ __all__ = [
     "b64",
     "codec_of",
     "codecs",
+    "count",
     "entity_id",
     "field",
     "first_present",
@@ -58,6 +60,7 @@ __all__ = [
     "score",
     "text",
     "ttl_of",
+    "utf8",
     "unb64",
 ]
 
@@ -399,6 +402,35 @@ def pttls(keys: tuple[str, ...]) -> list[tuple[Any, ...]]:
 def text(value: Any) -> str:
     """A reply's bytes as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+_INTEGER: Final = re.compile(rb"0|-?[1-9][0-9]{0,15}")
+
+
+def count(data: bytes, what: str, *, signed: bool = False) -> int:
+    """A stored integer (a counter, a version, a time in ms) as its scripts write it:
+    canonical decimal, within ±(2**53 - 1) so that Lua reads it exactly; ValueError
+    naming ``what`` otherwise (``signed``: it may be negative)."""
+    if (
+        not _INTEGER.fullmatch(data)
+        or (data[:1] == b"-" and not signed)
+        or abs(int(data)) > MAX_VERSION
+    ):
+        low = f"-{MAX_VERSION}" if signed else "0"
+        raise ValueError(f"{what} {data[:40]!r} is not an integer from {low} to {MAX_VERSION}")
+    return int(data)
+
+
+def utf8(data: bytes, what: str, errors: str = "strict") -> str:
+    """Bytes of a line that must be non-empty UTF-8 text; ValueError naming ``what``
+    (``errors="surrogatepass"``: text a store wrote from any Python str)."""
+    try:
+        found = data.decode("utf-8", errors)
+    except UnicodeDecodeError:
+        raise ValueError(f"{what} {data[:40]!r} is not UTF-8") from None
+    if not found:
+        raise ValueError(f"{what} is empty")
+    return found
 
 
 def reply_score(raw: Any) -> int | float:

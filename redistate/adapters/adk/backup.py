@@ -32,6 +32,7 @@ from ...admin.backup_codec import (
     pairs,
     ttl_of,
     unb64,
+    utf8,
 )
 from ...core import kinds
 from ...core.errors import RedistateError
@@ -69,16 +70,6 @@ def _ttl(obj: dict[str, Any], name: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TTL_MS:
         raise ValueError(f"{name} must be null or an int from 0 to {MAX_TTL_MS}, got {value!r:.80}")
     return value
-
-
-def _text(data: bytes, what: str) -> str:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{what} {data[:40]!r} is not UTF-8") from None
-    if not text:
-        raise ValueError(f"{what} is empty")
-    return text
 
 
 class _Adk(LineCodec):
@@ -162,9 +153,9 @@ class _Adk(LineCodec):
             _session_fields(state, items)
         else:
             for member, _ in items:
-                _text(member, f"{part} member")
+                utf8(member, f"{part} member")
             for name, _ in state:
-                _text(name, "state field")
+                utf8(name, "state field")
         parts: tuple[Pairs, ...] = (tuple(sorted(state)), tuple(items))
         return Entity(self.name, "", entity, ttl, (), parts=parts, ttls=(state_ttl, part_ttl))
 
@@ -248,7 +239,7 @@ def _session_fields(state: list[tuple[bytes, bytes]], events: list[tuple[bytes, 
         elif name != LAST and not name.startswith(STATE):
             raise ValueError(f"state field {name[:40]!r} is not m:last, s:<key> or e:<id>")
         if name != LAST:
-            _text(name, "state field")
+            utf8(name, "state field")
     for n, (element, _) in enumerate(events):
         try:
             _stamp(split_element(element)[0], f"events[{n}] time")

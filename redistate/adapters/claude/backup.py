@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from ...admin.backup_codec import Entity, Limits, LineCodec, Pairs
+from ...admin.backup_codec import Entity, Limits, LineCodec, Pairs, count, utf8
 from ...admin.backup_parts import PartsCodec, Shape
 from ...core import kinds
 from ...core.errors import InvalidId, RedistateError
@@ -30,17 +30,7 @@ from .spec import (
 __all__ = ["BACKUP"]
 
 _HEAD: Final = frozenset({b"seq", b"v", b"sum", b"mtime"})
-_COUNTS: Final = (b"seq", b"v", b"mtime")
-
-
-def _text(data: bytes, what: str) -> str:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{what} {data[:40]!r} is not UTF-8") from None
-    if not text:
-        raise ValueError(f"{what} is empty")
-    return text
+_COUNTS: Final = (b"seq", b"v", b"mtime")  # integers; "sum" is the encoded summary
 
 
 def _split(member: bytes) -> tuple[bytes, bytes, bytes]:
@@ -61,17 +51,15 @@ class _Sessions(PartsCodec):
         head = dict(parts["session"])
         for name in head.keys() - _HEAD:
             raise ValueError(f"parts.session field {name[:40]!r} is not seq, v, sum or mtime")
-        for name in _COUNTS:
-            value = head.get(name, b"0")
-            if not value.isdigit() or len(value) > 16:
-                raise ValueError(f"parts.session {name.decode()} {value[:40]!r} is not a count")
+        counts = {n: count(head.get(n, b"0"), f"parts.session {n.decode()}") for n in _COUNTS}
         subs = set()
         for member, _ in parts["subs"]:
             try:
-                subs.add(subpath_bytes(_text(member, "parts.subs member")))
+                subs.add(subpath_bytes(utf8(member, "parts.subs member", "surrogatepass")))
             except InvalidId as exc:
                 raise ValueError(f"parts.subs: {exc}") from None
-        entries = 0
+        seen: set[bytes] = set()
+        main = False
         for member, at in parts["log"]:
             if at != b"0":
                 raise ValueError(f"parts.log member {member[:40]!r} has score {at!r}, not 0")
@@ -79,13 +67,24 @@ class _Sessions(PartsCodec):
             if sub and sub not in subs:
                 raise ValueError(f"parts.log member {member[:40]!r}: subpath not in subs")
             if kind == MARK:
-                _text(rest, "parts.log uuid")
-            elif len(rest) < SEQ_DIGITS or not rest[:SEQ_DIGITS].isdigit():
+                utf8(rest, "parts.log uuid", "surrogatepass")
+                continue
+            seq = rest[:SEQ_DIGITS]
+            if len(seq) < SEQ_DIGITS or not seq.isdigit():
                 raise ValueError(f"parts.log entry {member[:40]!r} has no 16-digit sequence")
-            else:
-                entries += 1
-        if entries > int(head.get(b"seq", b"0")):
-            raise ValueError(f"parts.log holds {entries} entries, over seq {head.get(b'seq')!r}")
+            # Entries are numbered by one counter for every transcript: each number once,
+            # none past it (the next append would reuse it, or write 17 digits).
+            if not 0 < int(seq) <= counts[b"seq"] or seq in seen:
+                raise ValueError(
+                    f"parts.log entry {member[:40]!r}: sequence {int(seq)} is repeated or "
+                    f"not from 1 to seq {counts[b'seq']}"
+                )
+            seen.add(seq)
+            main = main or not sub
+        # A main transcript's append writes its summary and time with its entries.
+        missing = [n.decode() for n in (b"v", b"sum", b"mtime") if n not in head]
+        if main and missing:
+            raise ValueError(f"parts.session has no {', '.join(missing)} for its main transcript")
 
     def check(self, limits: Limits, entity: Entity) -> None:
         head, log, _ = entity.parts
@@ -94,25 +93,51 @@ class _Sessions(PartsCodec):
             raise limits.late("parts.session v", int(fields[b"v"]), limits.max_us)
         if int(fields.get(b"mtime", b"0")) > limits.max_ms:
             raise limits.late("parts.session mtime", int(fields[b"mtime"]), limits.max_ms)
+        uuids: dict[bytes, set[str]] = {}  # subpath -> the uuids its entries carry
+        marks: dict[bytes, set[str]] = {}
         try:
             if b"sum" in fields:
-                limits.codec.decode(fields[b"sum"], summary_context(entity.id))
+                summary = limits.codec.decode(fields[b"sum"], summary_context(entity.id))
+                if not isinstance(summary, dict):
+                    raise ValueError(f"the summary is {type(summary).__name__}, not an object")
             for member, _ in log:
                 sub, kind, rest = _split(member)
-                if kind == ENTRY:
-                    limits.codec.decode(rest[SEQ_DIGITS:], context(entity.id, sub))
+                if kind == MARK:
+                    marks.setdefault(sub, set()).add(rest.decode("utf-8", "surrogatepass"))
+                    continue
+                entry = limits.codec.decode(rest[SEQ_DIGITS:], context(entity.id, sub))
+                if not isinstance(entry, dict):
+                    raise ValueError(f"an entry is {type(entry).__name__}, not an object")
+                if isinstance(entry.get("uuid"), str) and entry["uuid"]:
+                    uuids.setdefault(sub, set()).add(entry["uuid"])
         except RedistateError as exc:
             raise ValueError(f"does not decode with the store's codec: {exc}") from None
+        # A mark without its entry would make an append of that uuid store nothing.
+        if uuids != marks:
+            odd = sorted(uuids.keys() | marks.keys())
+            sub = next(s for s in odd if uuids.get(s) != marks.get(s))
+            raise ValueError(
+                f"parts.log transcript {sub[:40]!r}: the uuids its entries carry and its "
+                "marks differ"
+            )
 
 
 class _Projects(PartsCodec):
     def validate(self, entity_id: str, parts: Mapping[str, Pairs]) -> None:
-        for member, _ in parts["sessions"]:
-            session = _text(member, "parts.sessions member")
+        for member, at in parts["sessions"]:
+            session = utf8(member, "parts.sessions member", "surrogatepass")
             try:
                 session_path(entity_id, session)
             except InvalidId as exc:
                 raise ValueError(f"parts.sessions member {session!r:.40}: {exc}") from None
+            count(at, f"parts.sessions {session!r:.40} time")
+
+    def check(self, limits: Limits, entity: Entity) -> None:
+        # When a session was last entered, by the server's clock: one far ahead would
+        # keep a gone session's entry from ever being pruned.
+        for member, at in entity.parts[0]:
+            if int(at) > limits.max_ms:
+                raise limits.late(f"parts.sessions {member[:40]!r} time", int(at), limits.max_ms)
 
 
 BACKUP: Final[Mapping[str, LineCodec]] = {

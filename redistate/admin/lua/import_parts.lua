@@ -36,13 +36,22 @@ for i = 1, n do
   local kind = string.sub(types, i, i)
   parts[i] = {kind = kind, first = at, last = at + WIDTH[kind] * tonumber(count) - 1}
   at = parts[i].last + 1
-  if kind == 'z' then
+end
+if at ~= #ARGV + 1 then return bad() end
+-- A score as the codec writes one: decimal digits, a fraction, an exponent. tonumber()
+-- alone would take "nan", "inf" and "0x10", which ZADD refuses (after earlier writes)
+-- or reads otherwise.
+local function decimal(text)
+  return string.match(text, '^%-?%d+$') or string.match(text, '^%-?%d+%.%d+$')
+    or string.match(text, '^%-?%d+%.?%d*e[-+]%d+$')
+end
+for i = 1, n do
+  if parts[i].kind == 'z' then
     for j = parts[i].first + 1, parts[i].last, 2 do
-      if not tonumber(ARGV[j]) then return bad('score ' .. ARGV[j]) end
+      if #ARGV[j] > 32 or not decimal(ARGV[j]) then return bad('score ' .. ARGV[j]) end
     end
   end
 end
-if at ~= #ARGV + 1 then return bad() end
 
 -- ZADD's arguments for items first..last of a sorted set: score, member pairs.
 local function scored(first, last)
