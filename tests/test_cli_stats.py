@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from typing import Any
 
 import pytest
 
 from redistate import Store
 from redistate.admin.stats import BUILT_IN
+from redistate.cli.stats import GAUGES, exposition
 from redistate.core.keys import KeySpace
 from redistate.langgraph import RedistateStore
 from tests.cli import run
@@ -218,7 +220,13 @@ def test_an_empty_embedded_store() -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--samples", "0"], ["--samples", "100001"], ["--samples", "x"], ["--expect-ttl", "Bad!"]],
+    [
+        ["--samples", "0"],
+        ["--samples", "100001"],
+        ["--samples", "x"],
+        ["--expect-ttl", "Bad!"],
+        ["--json", "--prometheus"],
+    ],
 )
 def test_bad_options_are_usage_errors(args: list[str]) -> None:
     env = {**os.environ, "REDISTATE_EMBEDDED": "fakeredis"}
@@ -229,3 +237,47 @@ def test_bad_options_are_usage_errors(args: list[str]) -> None:
 def test_collect_refuses_a_bad_sample_size() -> None:
     with Store.embedded() as store, pytest.raises(ValueError, match="from 1 to 100000, got 0"):
         store.admin.stats(0)
+
+
+SAMPLE = re.compile(r'^(redistate_[a-z_]+)\{namespace="([^"]*)"(?:,kind="([^"]*)")?\} (\d+)$')
+
+
+def test_prometheus_gauges_are_the_json_numbers(server_backend: Backend, namespace: str) -> None:
+    """``stats --prometheus``: the text exposition format, a HELP and a TYPE line per
+    gauge, each kind's keys, entities and bytes as ``--json`` has them, keys without a
+    TTL where they are counted, and the one lease seed() holds."""
+    seed(server_backend, namespace)
+    found = stats(server_backend, namespace, "--expect-ttl", "users")
+    url = ["--url", server_backend.url, "--namespace", namespace]
+    done = run(*url, "stats", "--prometheus", "--expect-ttl", "users")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for name in GAUGES:
+        assert lines.count(f"# TYPE {name} gauge") == 1 and f"# HELP {name} {GAUGES[name]}" in lines
+    samples: dict[tuple[str, str | None], int] = {}
+    for line in lines:
+        if line.startswith("#"):
+            continue
+        match = SAMPLE.match(line)
+        assert match is not None, line
+        name, ns, kind, value = match.groups()
+        assert ns == namespace
+        samples[(name, kind)] = int(value)
+    for kind, row in found.items():
+        assert samples[("redistate_keys", kind)] == row["keys"], kind
+        assert samples[("redistate_entities", kind)] == row["entities"], kind
+        assert samples[("redistate_bytes", kind)] == row["bytes"], kind
+        if row["no_ttl"] is None:
+            assert ("redistate_keys_without_ttl", kind) not in samples
+        else:
+            assert samples[("redistate_keys_without_ttl", kind)] == row["no_ttl"], kind
+    assert samples[("redistate_keys_without_ttl", "user")] == 10
+    assert samples[("redistate_leases_held", None)] == 1
+
+
+def test_prometheus_labels_are_escaped() -> None:
+    from redistate.admin import KindStats
+
+    text = exposition('a"b\\c\nd', [KindStats("lock", keys=2, entities=2, main=1)])
+    assert 'redistate_keys{namespace="a\\"b\\\\c\\nd",kind="lock"} 2' in text.splitlines()
+    assert 'redistate_leases_held{namespace="a\\"b\\\\c\\nd"} 1' in text.splitlines()

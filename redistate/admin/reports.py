@@ -50,6 +50,7 @@ class KindStats:
     no_ttl: int | None = None  # None: the kind is not expected to have a TTL
     no_ttl_ids: list[str] = field(default_factory=list)
     sample: list[tuple[bytes, str, str]] = field(default_factory=list, repr=False)
+    main: int = 0  # keys of the kind's main part (of "lock": the leases held now)
 
     def row(self) -> dict[str, Any]:
         """The JSON line of this kind."""

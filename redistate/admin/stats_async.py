@@ -78,6 +78,8 @@ async def collect(
         if found is None:
             found = kinds[kind] = KindStats(kind, no_ttl=0 if kind in expected else None)
         found.keys += 1
+        if not part:
+            found.main += 1
         earlier = _parts(kind, part)
         if not earlier:
             found.entities += 1  # a main key (or a part no kind builds: a key of its own)
