@@ -6,6 +6,7 @@ starts: redis.asyncio, fakeredis and friends load only when first used.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from .core.errors import (
@@ -61,6 +62,10 @@ if TYPE_CHECKING:
     from .store_async import AsyncStore
 
 __version__ = "0.1.0"
+
+# The library's log records (server warnings, leases lost, restores that fell back past
+# damage) go to the application's handlers, never to logging's last-resort stderr.
+logging.getLogger("redistate").addHandler(logging.NullHandler())
 
 __all__ = [
     # entry points

@@ -380,3 +380,16 @@ def test_pydantic_ai_store_benchmark_saves_and_loads_in_two_round_trips() -> Non
     assert rows["load"][reads] == "2.00"
     assert rows["list_conversations (100)"][reads] == "2.00"
     assert "InMemoryConversationStore p50 ms" in header
+
+
+def test_telemetry_benchmark_reports_off_and_on_in_one_run() -> None:
+    """benchmarks/telemetry.py --quick: both sides of each op, one round trip each, and
+    the hooks' own cost (the script exits 1 if, off, they cost over 2% of an op)."""
+    done = bench("telemetry.py", "--quick")
+    lines = [line.split("|") for line in done.stdout.splitlines() if "|" in line]
+    header = [cell.strip() for cell in lines[0]]
+    rows = {cells[0].strip(): [c.strip() for c in cells] for cells in lines[1:]}
+    for op in ("put 1 KB", "get 1 KB"):
+        assert rows[op][header.index("reads/op")] == "1.00"
+        assert float(rows[op][header.index("hooks off ns")].replace(",", "")) > 0
+        assert rows[op][header.index("on p50 µs")] and rows[op][header.index("off/none")]

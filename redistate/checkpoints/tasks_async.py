@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
+from ..core import telemetry
 from ..core._translate import translate
 from ..core.batching import Call, Prepared, pairs
 from ..core.connection_async import AsyncConnection
@@ -35,6 +37,8 @@ from .spec import (
 )
 
 __all__ = ["AsyncCheckpoints"]
+
+_log = logging.getLogger("redistate")
 
 _SAVE = script("checkpoint_save").replying(CheckpointSaveReply.parse)
 _LOG = script("checkpoint_log").replying(CheckpointLogReply.parse)
@@ -142,13 +146,14 @@ class AsyncCheckpoints:
             IntegrityError: a resend found the stored checkpoint damaged.
             LockLost: ``lease`` no longer holds the lock.
         """
-        prepared = self._prepare_save(
-            task_id, state, phase, progress, metadata, checkpoint_id, keep, ttl, lease
-        )
-        replicas = self._conn.replicas(durability)
-        if user is not None:
-            await register(self._conn, self.spec.keys, user, entry(TASK_KEY, task_id))
-        return prepared.finish(await self._send(prepared, replicas))  # type: ignore[no-any-return]
+        with telemetry.operation("save", "task", self.spec.keys.namespace, task_id):
+            prepared = self._prepare_save(
+                task_id, state, phase, progress, metadata, checkpoint_id, keep, ttl, lease
+            )
+            replicas = self._conn.replicas(durability)
+            if user is not None:
+                await register(self._conn, self.spec.keys, user, entry(TASK_KEY, task_id))
+            return prepared.finish(await self._send(prepared, replicas))  # type: ignore[no-any-return]
 
     async def _send(self, prepared: Prepared, replicas: int) -> Any:
         """The reply of a prepared write sent alone."""
@@ -217,28 +222,29 @@ class AsyncCheckpoints:
             LockLost: ``lease`` (a lease named ``task_id``) no longer holds the lock.
             ConflictError: (signing keys) checkpoints kept being saved meanwhile.
         """
-        keys, guard = self.spec.guarded_keys(task_id, lease)
-        did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
-        wid = did if delta_id is None else None  # a chosen id may come again: not acked
-        follow = isinstance(ttl, Default)  # keep the task's current expiry
-        ttl_ms = self.spec.write_ttl(ttl)
-        replicas = self._conn.replicas(durability)
-        snapshot = self._snapshots.get(task_id, "")
-        given = delta_id is not None
-        for _ in range(_SEAL_ATTEMPTS):
-            call = self._log_call(
-                keys, guard, did, delta, ttl_ms, follow, snapshot, given, lease, wid
-            )
-            reply = await self._conn.script(
-                _LOG, call.keys, call.args, replicas=replicas, lease=lease, wid=wid
-            )
-            if reply.status is not LogStatus.RESEAL:
-                self._snapshot(task_id, snapshot)
-                return reply.length
-            snapshot = reply.snapshot
-            if delta_id is None:  # acked as it returned: the next send is a new call
-                did = wid = new_checkpoint_id()
-        raise ConflictError(keys[2], -1, -1)
+        with telemetry.operation("log", "task", self.spec.keys.namespace, task_id):
+            keys, guard = self.spec.guarded_keys(task_id, lease)
+            did = new_checkpoint_id() if delta_id is None else check_id(delta_id, "delta id")
+            wid = did if delta_id is None else None  # a chosen id may come again: not acked
+            follow = isinstance(ttl, Default)  # keep the task's current expiry
+            ttl_ms = self.spec.write_ttl(ttl)
+            replicas = self._conn.replicas(durability)
+            snapshot = self._snapshots.get(task_id, "")
+            given = delta_id is not None
+            for _ in range(_SEAL_ATTEMPTS):
+                call = self._log_call(
+                    keys, guard, did, delta, ttl_ms, follow, snapshot, given, lease, wid
+                )
+                reply = await self._conn.script(
+                    _LOG, call.keys, call.args, replicas=replicas, lease=lease, wid=wid
+                )
+                if reply.status is not LogStatus.RESEAL:
+                    self._snapshot(task_id, snapshot)
+                    return reply.length
+                snapshot = reply.snapshot
+                if delta_id is None:  # acked as it returned: the next send is a new call
+                    did = wid = new_checkpoint_id()
+            raise ConflictError(keys[2], -1, -1)
 
     def _log_call(
         self,
@@ -295,8 +301,9 @@ class AsyncCheckpoints:
         Raises:
             IntegrityError: it is damaged (``restore()`` falls back to an older one).
         """
-        history = await self.history(task_id, limit=1)
-        return history[0] if history else None
+        with telemetry.operation("latest", "task", self.spec.keys.namespace, task_id):
+            history = await self.history(task_id, limit=1)
+            return history[0] if history else None
 
     async def history(self, task_id: str, limit: int | None = None) -> list[Checkpoint]:
         """Checkpoints newest first, at most ``limit``.
@@ -304,13 +311,14 @@ class AsyncCheckpoints:
         Raises:
             IntegrityError: one of them is damaged.
         """
-        keys = self.spec.task_keys(task_id)
-        count = 0 if limit is None else limit
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
-        if limit == 0:
-            return []
-        return self.spec.history(task_id, keys[0], await self._read(keys, count, deltas=False))
+        with telemetry.operation("history", "task", self.spec.keys.namespace, task_id):
+            keys = self.spec.task_keys(task_id)
+            count = 0 if limit is None else limit
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
+            if limit == 0:
+                return []
+            return self.spec.history(task_id, keys[0], await self._read(keys, count, deltas=False))
 
     async def latest_many(self, task_ids: Iterable[str]) -> dict[str, Checkpoint | None]:
         """The newest checkpoint of each task (None for a task without one), keyed by
@@ -367,8 +375,9 @@ class AsyncCheckpoints:
     async def restore(self, task_id: str) -> Restored | None:
         """The newest intact checkpoint plus the deltas logged after it (None for an
         unknown task). Damaged checkpoints and deltas are skipped and listed."""
-        keys = self.spec.task_keys(task_id)
-        return await self._restored(task_id, await self._read(keys, 1, deltas=True))
+        with telemetry.operation("restore", "task", self.spec.keys.namespace, task_id):
+            keys = self.spec.task_keys(task_id)
+            return await self._restored(task_id, await self._read(keys, 1, deltas=True))
 
     def _entry_reads(self, task_id: str) -> list[tuple[Any, ...]]:
         """What a run reads on entry, as commands for one MULTI/EXEC (sent with its
@@ -406,6 +415,19 @@ class AsyncCheckpoints:
             restored = self.spec.restored(task_id, keys[0], await self._read(keys, 0, deltas=True))
         if restored is not None and restored.checkpoint is not None and restored.complete:
             self._snapshot(task_id, restored.checkpoint.id)  # the newest: deltas follow it
+        if restored is not None and restored.skipped:
+            telemetry.event("redistate.integrity_failures", len(restored.skipped))
+            _log.warning(
+                "task %r restored past %d damaged checkpoint(s) or delta(s): %s",
+                task_id,
+                len(restored.skipped),
+                ", ".join(restored.skipped),
+                extra={
+                    "redistate_event": "integrity_fallback",
+                    "redistate_task": task_id,
+                    "redistate_skipped": list(restored.skipped),
+                },
+            )
         return restored
 
     async def verify(self, task_id: str) -> Verification:
@@ -426,11 +448,12 @@ class AsyncCheckpoints:
         """Remove every key of the task; True if it had any (a resend reports what the
         first send did). With ``lease=`` the delete is guarded (LockLost, and nothing
         deleted, unless the lease still holds)."""
-        keys, guard = self.spec.guarded_keys(task_id, lease)
-        wid = new_checkpoint_id()
-        args = CheckpointDeleteArgs(guard, wid, self._conn.memory_ms).argv()
-        replicas = self._conn.replicas(durability)
-        reply = await self._conn.script(
-            _DELETE, keys, args, replicas=replicas, lease=lease, wid=wid
-        )
-        return reply.deleted
+        with telemetry.operation("delete", "task", self.spec.keys.namespace, task_id):
+            keys, guard = self.spec.guarded_keys(task_id, lease)
+            wid = new_checkpoint_id()
+            args = CheckpointDeleteArgs(guard, wid, self._conn.memory_ms).argv()
+            replicas = self._conn.replicas(durability)
+            reply = await self._conn.script(
+                _DELETE, keys, args, replicas=replicas, lease=lease, wid=wid
+            )
+            return reply.deleted

@@ -27,6 +27,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from . import telemetry
 from ._io import sync_confirm, sync_initialize, sync_lock, sync_lost, sync_offload
 from ._translate import (
     ERRORS,
@@ -382,6 +383,7 @@ class Connection:
                 with attempt:
                     tries += 1
                     self.resends += 1
+                    telemetry.note(telemetry.RETRIES)
                     result = call()
             self.recovered += 1
             return result
@@ -458,6 +460,7 @@ class Connection:
             sync_confirm(lease)
         if self._unready:
             self._ready()
+        telemetry.trip(script.name, self.address)
         first, again = self._memory_args(script, keys, args)
         send = (
             functools.partial(self._evalsha_wait, replicas=replicas) if replicas else self._evalsha
@@ -710,6 +713,7 @@ class Connection:
     def get(self, key: str) -> bytes | None:
         if self._unready:
             self._ready()
+        telemetry.trip(None, self.address)
         started = time.monotonic()
         try:
             # decode_responses is refused in __init__, so replies are bytes.
@@ -726,6 +730,7 @@ class Connection:
             return []
         if self._unready:
             self._ready()
+        telemetry.trip(None, self.address)
         started = time.monotonic()
         try:
             return self._gets(keys)
@@ -767,6 +772,7 @@ class Connection:
             return []
         if self._unready:
             self._ready()
+        telemetry.trip(None, self.address)
         call = functools.partial(self._batch, groups, atomic)
         started = time.monotonic()
         try:
@@ -854,6 +860,7 @@ class Connection:
             return []
         if self._unready:
             self._ready()
+        telemetry.trip(calls[0][0].name, self.address)
         sends = [(run, keys, self._memory_args(run, keys, args)) for run, keys, args in calls]
         started = time.monotonic()
         try:
@@ -926,6 +933,7 @@ class Connection:
                     early.add(at)
         if self._unready:
             self._ready()
+        telemetry.trip(calls[-1].script.name, self.address)
         sends = [self._memory_args(c.script, c.keys, c.args) for c in calls]
         started = time.monotonic()
         first = [s[0] for s in sends]
@@ -1075,6 +1083,7 @@ class Connection:
         retried like a read."""
         if self._unready:
             self._ready()
+        telemetry.trip(None, self.address)
         started = time.monotonic()
         call = functools.partial(self.client.execute_command, *args)
         try:
@@ -1085,6 +1094,7 @@ class Connection:
     def pttl(self, key: str) -> int:
         if self._unready:
             self._ready()
+        telemetry.trip(None, self.address)
         started = time.monotonic()
         try:
             return int(self.client.pttl(key))
@@ -1096,6 +1106,7 @@ class Connection:
         shortens the retry deadline."""
         if self._unready:
             self._ready()
+        telemetry.trip(None, self.address)
         seconds = max(timeout, 0.001)
         started = time.monotonic()
         try:
@@ -1110,6 +1121,7 @@ class Connection:
         one hash slot. A read, so a resend is safe."""
         if self._unready:
             self._ready()
+        telemetry.trip(None, self.address)
         started = time.monotonic()
         try:
             return self._lranges(ranges)

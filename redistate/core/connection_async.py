@@ -26,6 +26,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from . import telemetry
 from ._io import async_confirm, async_initialize, async_lock, async_lost, async_offload
 from ._translate import (
     ERRORS,
@@ -381,6 +382,7 @@ class AsyncConnection:
                 with attempt:
                     tries += 1
                     self.resends += 1
+                    telemetry.note(telemetry.RETRIES)
                     result = await call()
             self.recovered += 1
             return result
@@ -457,6 +459,7 @@ class AsyncConnection:
             await async_confirm(lease)
         if self._unready:
             await self._ready()
+        telemetry.trip(script.name, self.address)
         first, again = self._memory_args(script, keys, args)
         send = (
             functools.partial(self._evalsha_wait, replicas=replicas) if replicas else self._evalsha
@@ -709,6 +712,7 @@ class AsyncConnection:
     async def get(self, key: str) -> bytes | None:
         if self._unready:
             await self._ready()
+        telemetry.trip(None, self.address)
         started = time.monotonic()
         try:
             # decode_responses is refused in __init__, so replies are bytes.
@@ -725,6 +729,7 @@ class AsyncConnection:
             return []
         if self._unready:
             await self._ready()
+        telemetry.trip(None, self.address)
         started = time.monotonic()
         try:
             return await self._gets(keys)
@@ -766,6 +771,7 @@ class AsyncConnection:
             return []
         if self._unready:
             await self._ready()
+        telemetry.trip(None, self.address)
         call = functools.partial(self._batch, groups, atomic)
         started = time.monotonic()
         try:
@@ -855,6 +861,7 @@ class AsyncConnection:
             return []
         if self._unready:
             await self._ready()
+        telemetry.trip(calls[0][0].name, self.address)
         sends = [(run, keys, self._memory_args(run, keys, args)) for run, keys, args in calls]
         started = time.monotonic()
         try:
@@ -929,6 +936,7 @@ class AsyncConnection:
                     early.add(at)
         if self._unready:
             await self._ready()
+        telemetry.trip(calls[-1].script.name, self.address)
         sends = [self._memory_args(c.script, c.keys, c.args) for c in calls]
         started = time.monotonic()
         first = [s[0] for s in sends]
@@ -1078,6 +1086,7 @@ class AsyncConnection:
         retried like a read."""
         if self._unready:
             await self._ready()
+        telemetry.trip(None, self.address)
         started = time.monotonic()
         call = functools.partial(self.client.execute_command, *args)
         try:
@@ -1088,6 +1097,7 @@ class AsyncConnection:
     async def pttl(self, key: str) -> int:
         if self._unready:
             await self._ready()
+        telemetry.trip(None, self.address)
         started = time.monotonic()
         try:
             return int(await self.client.pttl(key))
@@ -1101,6 +1111,7 @@ class AsyncConnection:
         shortens the retry deadline."""
         if self._unready:
             await self._ready()
+        telemetry.trip(None, self.address)
         seconds = max(timeout, 0.001)
         started = time.monotonic()
         try:
@@ -1115,6 +1126,7 @@ class AsyncConnection:
         one hash slot. A read, so a resend is safe."""
         if self._unready:
             await self._ready()
+        telemetry.trip(None, self.address)
         started = time.monotonic()
         try:
             return await self._lranges(ranges)

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal
 
+from . import telemetry
 from .errors import RedistateWarning, UnsafeServer
 
 __all__ = [
@@ -357,8 +358,16 @@ def judge(facts: Sequence[ServerFacts], check: ServerCheck) -> None:
             first = server.identity not in _warned
             _warned.add(server.identity)
         if first:
+            telemetry.event("redistate.server_warnings", policy=server.policy)
             # Logged only where logging is set up: otherwise logging's last-resort
             # handler would print the warning's text to stderr a second time.
             if logger.hasHandlers():
-                logger.warning(message)
+                logger.warning(
+                    message,
+                    extra={
+                        "redistate_event": "server_warning",
+                        "redistate_server": server.address,
+                        "redistate_policy": server.policy,
+                    },
+                )
             warnings.warn(message, RedistateWarning, stacklevel=4)

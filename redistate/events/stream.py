@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..checkpoints.spec import Verification
+from ..core import telemetry
 from ..core._backoff import backoff_delay
 from ..core._io import sync_sleep
 from ..core.batching import Call, Prepared
@@ -83,12 +84,13 @@ class Events:
             LockLost: ``lease`` no longer holds the entity's lock.
             ConflictError: still not at the end after the store's ``attempts``.
         """
-        prepared, _ = self._prepare_append(entity, type, payload, lease)
-        if user is not None:
-            register(self._conn, self.keys, user, entry(EVENTS_KEY, entity))
-        run, keys, args, wid, _lease = prepared.call
-        reply = self._conn.script(run, keys, args, lease=lease, wid=wid)
-        return prepared.finish(reply)  # type: ignore[no-any-return]
+        with telemetry.operation("append", "events", self.keys.namespace, entity):
+            prepared, _ = self._prepare_append(entity, type, payload, lease)
+            if user is not None:
+                register(self._conn, self.keys, user, entry(EVENTS_KEY, entity))
+            run, keys, args, wid, _lease = prepared.call
+            reply = self._conn.script(run, keys, args, lease=lease, wid=wid)
+            return prepared.finish(reply)  # type: ignore[no-any-return]
 
     def _prepare_append(
         self,
@@ -172,21 +174,23 @@ class Events:
     def read(self, entity: str, start: str | None = None, end: str | None = None) -> list[Event]:
         """Events from ``start`` to ``end`` (stream ids, both inclusive; None: the
         first / the last), oldest first, payloads decoded."""
-        key = self.keys.events(entity)
-        return [
-            self.spec.event(key, eid, fields)
-            for eid, fields in self._entries(key, start or "-", end or "+")
-        ]
+        with telemetry.operation("read", "events", self.keys.namespace, entity):
+            key = self.keys.events(entity)
+            return [
+                self.spec.event(key, eid, fields)
+                for eid, fields in self._entries(key, start or "-", end or "+")
+            ]
 
     def verify(self, entity: str) -> Verification:
         """Recompute the whole chain (from the trim anchor, if trimmed): ``ok`` False and
         ``first_bad`` the first event that was removed around, reordered or edited."""
-        key = self.keys.events(entity)
-        try:
-            anchor, entries = self._snapshot(entity)
-        except IntegrityError as exc:  # the anchor itself was edited
-            return Verification(False, 0, "anchor", (str(exc),))
-        return self.spec.verify(key, (anchor.digest, anchor.seq), entries)
+        with telemetry.operation("verify", "events", self.keys.namespace, entity):
+            key = self.keys.events(entity)
+            try:
+                anchor, entries = self._snapshot(entity)
+            except IntegrityError as exc:  # the anchor itself was edited
+                return Verification(False, 0, "anchor", (str(exc),))
+            return self.spec.verify(key, (anchor.digest, anchor.seq), entries)
 
     def fold(self, entity: str, reducer: Reducer | None = None, until: str | None = None) -> Any:
         """The state the events describe, up to and including event ``until`` (a stream
@@ -197,18 +201,21 @@ class Events:
         Raises:
             ValueError: ``until`` names an event that was trimmed.
         """
-        reduce = reducer or default_reducer
-        key = self.keys.events(entity)
-        anchor, entries = self._snapshot(entity)
-        if until is not None and anchor.id and _id_key(until) <= _id_key(anchor.id):
-            raise ValueError(f"events of {entity!r} up to {anchor.id} were trimmed; {until} too")
-        limit = None if until is None else _id_key(until)
-        state: Any = anchor.state
-        for eid, fields in entries:
-            if limit is not None and _id_key(_text(eid)) > limit:
-                break
-            state = reduce(state, self.spec.event(key, eid, fields))
-        return state
+        with telemetry.operation("fold", "events", self.keys.namespace, entity):
+            reduce = reducer or default_reducer
+            key = self.keys.events(entity)
+            anchor, entries = self._snapshot(entity)
+            if until is not None and anchor.id and _id_key(until) <= _id_key(anchor.id):
+                raise ValueError(
+                    f"events of {entity!r} up to {anchor.id} were trimmed; {until} too"
+                )
+            limit = None if until is None else _id_key(until)
+            state: Any = anchor.state
+            for eid, fields in entries:
+                if limit is not None and _id_key(_text(eid)) > limit:
+                    break
+                state = reduce(state, self.spec.event(key, eid, fields))
+            return state
 
     def trim(self, entity: str, *, keep: int | None = None, older_than: float | None = None) -> int:
         """Remove the oldest events — all but the newest ``keep``, or those appended
@@ -220,30 +227,31 @@ class Events:
             IntegrityError: the events to remove do not verify (nothing is removed:
                 trimming must not erase the evidence).
         """
-        self.spec.check_retention(keep, older_than)
-        key = self.keys.events(entity)
-        anchor_key = self.keys.events_anchor(entity)
-        anchor, entries = self._snapshot(entity)
-        cut = self.spec.cut(entries, keep=keep, older_than=older_than, now=time.time())
-        if cut == 0:
-            return 0
-        # The whole chain, not only what goes: an event edited with its digest recomputed
-        # verifies alone, and only the link to the next one shows it.
-        check = self.spec.verify(key, (anchor.digest, anchor.seq), entries)
-        if not check.ok:
-            raise IntegrityError(
-                f"not trimming {entity!r}: its events do not verify "
-                f"(first bad {check.first_bad}: {check.problems[0]})"
-            )
-        state = anchor.state
-        for eid, fields in entries[:cut]:
-            state = default_reducer(state, self.spec.event(key, eid, fields))
-        last_id, last = entries[cut - 1]
-        data = self.spec.encode(key, state)
-        digest = last[b"d"].decode()
-        seal = self.spec.state_seal(key, digest, data)
-        args = EventTrimArgs(_text(last_id), digest, last[b"n"], data, seal).argv()
-        return (self._conn.script(_TRIM, (key, anchor_key), args)).removed
+        with telemetry.operation("trim", "events", self.keys.namespace, entity):
+            self.spec.check_retention(keep, older_than)
+            key = self.keys.events(entity)
+            anchor_key = self.keys.events_anchor(entity)
+            anchor, entries = self._snapshot(entity)
+            cut = self.spec.cut(entries, keep=keep, older_than=older_than, now=time.time())
+            if cut == 0:
+                return 0
+            # The whole chain, not only what goes: an event edited with its digest recomputed
+            # verifies alone, and only the link to the next one shows it.
+            check = self.spec.verify(key, (anchor.digest, anchor.seq), entries)
+            if not check.ok:
+                raise IntegrityError(
+                    f"not trimming {entity!r}: its events do not verify "
+                    f"(first bad {check.first_bad}: {check.problems[0]})"
+                )
+            state = anchor.state
+            for eid, fields in entries[:cut]:
+                state = default_reducer(state, self.spec.event(key, eid, fields))
+            last_id, last = entries[cut - 1]
+            data = self.spec.encode(key, state)
+            digest = last[b"d"].decode()
+            seal = self.spec.state_seal(key, digest, data)
+            args = EventTrimArgs(_text(last_id), digest, last[b"n"], data, seal).argv()
+            return (self._conn.script(_TRIM, (key, anchor_key), args)).removed
 
     def rewrite(
         self, entity: str, payload: Recode, anchor: Callable[[bytes], bytes | None] | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import threading
 import time
 import warnings
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, cast
 
+from ..core import telemetry
 from ..core._io import (
     Event,
     WithGuard,
@@ -51,6 +53,8 @@ from .spec import (
 )
 
 __all__ = ["Lease"]
+
+_log = logging.getLogger("redistate")
 
 
 def _renewals(conn: Connection) -> Renewals:
@@ -96,6 +100,8 @@ class Lease(WithGuard):
         self.name = name
         """The lease's name: the id of the entities whose writes it guards."""
         self.key = keys.lock(name)
+        self._namespace = keys.namespace
+        self._held_since = 0.0  # monotonic, at the last acquire (for the hold time)
         self._wake = keys.lock_wake(name)
         self._writes = keys.writes(self.key)
         self._fence_key = keys.fence(name)
@@ -208,6 +214,10 @@ class Lease(WithGuard):
         """:meth:`acquire`, with ``reads`` (LRANGE and HGETALL of keys of the lease's
         hash slot) made by its first try's script right after it took the lease: their
         replies; None when a later try took it (read them now)."""
+        with telemetry.operation("acquire", "lease", self._namespace, self.name):
+            return self._acquiring(reads)
+
+    def _acquiring(self, reads: Sequence[tuple[Any, ...]]) -> list[Any] | None:
         if self.value is not None:
             raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
         if self._used:  # a lease object taken again: a fresh token and fresh events
@@ -215,7 +225,8 @@ class Lease(WithGuard):
             self.lost, self._stop = sync_event(), False
             self._why, self._reported = None, False
         self._used = True
-        deadline = None if self.wait is None else time.monotonic() + self.wait
+        asked = time.monotonic()
+        deadline = None if self.wait is None else asked + self.wait
         # The first try's reads, filled only if it took the lease; replicated acquires
         # WAIT, so they go the usual way.
         read: list[list[Any] | None] = [None]
@@ -239,6 +250,9 @@ class Lease(WithGuard):
                 self._abandon()
                 raise
             if reply.acquired:
+                self._held_since = time.monotonic()
+                telemetry.event("redistate.lease.acquired")
+                telemetry.event("redistate.lease.wait", self._held_since - asked)
                 self.fence, self._released = reply.fence, False
                 self._valid_until = valid_until(sent, max(reply.ttl_ms, 0))
                 self._renewed = sent
@@ -328,6 +342,10 @@ class Lease(WithGuard):
         Raises:
             LockLost: it was no longer held; the current holder's lock is untouched.
         """
+        with telemetry.operation("release", "lease", self._namespace, self.name):
+            self._release()
+
+    def _release(self) -> None:
         value = self.value
         with self._turn:
             renewing = self.renew and not self._stop and self.fence is not None
@@ -343,6 +361,7 @@ class Lease(WithGuard):
         keys = (self.key, self._wake, self._writes)
         released = self._conn.script(_RELEASE, keys, args, wid=value)
         self._released = True
+        telemetry.event("redistate.lease.hold", time.monotonic() - self._held_since)
         if not released.released:
             self._mark_lost(self._holder())
             self._reported = True
@@ -392,6 +411,18 @@ class Lease(WithGuard):
             return
         self._why = self._why or why
         self.lost.set()
+        telemetry.event("redistate.lease.lost")
+        _log.warning(
+            "lease %r (fence %s) lost: %s",
+            self.name,
+            self.fence,
+            self._why,
+            extra={
+                "redistate_event": "lease_lost",
+                "redistate_lease": self.name,
+                "redistate_fence": self.fence,
+            },
+        )
         if self.on_lost is None:
             return
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import threading
 import time
 import warnings
@@ -11,6 +12,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, cast
 
+from ..core import telemetry
 from ..core._io import (
     AsyncEvent,
     AsyncWithGuard,
@@ -50,6 +52,8 @@ from .spec import (
 )
 
 __all__ = ["AsyncLease"]
+
+_log = logging.getLogger("redistate")
 
 
 def _renewals(conn: AsyncConnection) -> AsyncRenewals:
@@ -95,6 +99,8 @@ class AsyncLease(AsyncWithGuard):
         self.name = name
         """The lease's name: the id of the entities whose writes it guards."""
         self.key = keys.lock(name)
+        self._namespace = keys.namespace
+        self._held_since = 0.0  # monotonic, at the last acquire (for the hold time)
         self._wake = keys.lock_wake(name)
         self._writes = keys.writes(self.key)
         self._fence_key = keys.fence(name)
@@ -207,6 +213,10 @@ class AsyncLease(AsyncWithGuard):
         """:meth:`acquire`, with ``reads`` (LRANGE and HGETALL of keys of the lease's
         hash slot) made by its first try's script right after it took the lease: their
         replies; None when a later try took it (read them now)."""
+        with telemetry.operation("acquire", "lease", self._namespace, self.name):
+            return await self._acquiring(reads)
+
+    async def _acquiring(self, reads: Sequence[tuple[Any, ...]]) -> list[Any] | None:
         if self.value is not None:
             raise RuntimeError(f"lease {self.name!r} is already held (fence {self.fence})")
         if self._used:  # a lease object taken again: a fresh token and fresh events
@@ -214,7 +224,8 @@ class AsyncLease(AsyncWithGuard):
             self.lost, self._stop = async_event(), False
             self._why, self._reported = None, False
         self._used = True
-        deadline = None if self.wait is None else time.monotonic() + self.wait
+        asked = time.monotonic()
+        deadline = None if self.wait is None else asked + self.wait
         # The first try's reads, filled only if it took the lease; replicated acquires
         # WAIT, so they go the usual way.
         read: list[list[Any] | None] = [None]
@@ -238,6 +249,9 @@ class AsyncLease(AsyncWithGuard):
                 await self._abandon()
                 raise
             if reply.acquired:
+                self._held_since = time.monotonic()
+                telemetry.event("redistate.lease.acquired")
+                telemetry.event("redistate.lease.wait", self._held_since - asked)
                 self.fence, self._released = reply.fence, False
                 self._valid_until = valid_until(sent, max(reply.ttl_ms, 0))
                 self._renewed = sent
@@ -327,6 +341,10 @@ class AsyncLease(AsyncWithGuard):
         Raises:
             LockLost: it was no longer held; the current holder's lock is untouched.
         """
+        with telemetry.operation("release", "lease", self._namespace, self.name):
+            await self._release()
+
+    async def _release(self) -> None:
         value = self.value
         with self._turn:
             renewing = self.renew and not self._stop and self.fence is not None
@@ -342,6 +360,7 @@ class AsyncLease(AsyncWithGuard):
         keys = (self.key, self._wake, self._writes)
         released = await self._conn.script(_RELEASE, keys, args, wid=value)
         self._released = True
+        telemetry.event("redistate.lease.hold", time.monotonic() - self._held_since)
         if not released.released:
             await self._mark_lost(await self._holder())
             self._reported = True
@@ -391,6 +410,18 @@ class AsyncLease(AsyncWithGuard):
             return
         self._why = self._why or why
         self.lost.set()
+        telemetry.event("redistate.lease.lost")
+        _log.warning(
+            "lease %r (fence %s) lost: %s",
+            self.name,
+            self.fence,
+            self._why,
+            extra={
+                "redistate_event": "lease_lost",
+                "redistate_lease": self.name,
+                "redistate_fence": self.fence,
+            },
+        )
         if self.on_lost is None:
             return
         try:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from ..core import telemetry
 from ..core._backoff import backoff_delay
 from ..core._io import sync_resolve, sync_sleep
 from ..core.batching import Call, Prepared
@@ -23,6 +24,8 @@ from .spec import (
     DEFAULT,
     TTL,
     Compaction,
+    MergeStatus,
+    PutStatus,
     Record,
     RecordCompactReply,
     RecordDeleteArgs,
@@ -88,13 +91,14 @@ class Collection:
             IntegrityError: the key holds something that is not a record.
             CodecError: the stored payload cannot be decoded.
         """
-        key = self.spec.key(id)
-        if not touch:
-            return self.spec.record(id, key, self._conn.get(key))
-        keys, guard = self.spec.guarded_keys(id, key, lease)
-        args = RecordTouchArgs(self.spec.touch_ttl(ttl), True, guard)
-        reply = self._conn.script(_TOUCH, keys, args.argv(), lease=lease)
-        return self.spec.touched(id, key, reply)
+        with telemetry.operation("get", self.spec.kind, self.spec.keys.namespace, id):
+            key = self.spec.key(id)
+            if not touch:
+                return self.spec.record(id, key, self._conn.get(key))
+            keys, guard = self.spec.guarded_keys(id, key, lease)
+            args = RecordTouchArgs(self.spec.touch_ttl(ttl), True, guard)
+            reply = self._conn.script(_TOUCH, keys, args.argv(), lease=lease)
+            return self.spec.touched(id, key, reply)
 
     def get_many(self, ids: Iterable[str]) -> dict[str, Record | None]:
         """Each record (None where there is none), keyed by id in the order given: one
@@ -144,11 +148,12 @@ class Collection:
             LockLost: ``lease`` no longer holds the lock.
             NotReplicated: no replica confirmed a replicated write in time.
         """
-        key = self.spec.key(id)
-        expected = None if if_version is None else check_version(if_version)
-        ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
-        replicas = self._conn.replicas(durability)
-        return self._put(id, key, data, expected, ttl_ms, keep, lease, replicas, user)
+        with telemetry.operation("put", self.spec.kind, self.spec.keys.namespace, id):
+            key = self.spec.key(id)
+            expected = None if if_version is None else check_version(if_version)
+            ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
+            replicas = self._conn.replicas(durability)
+            return self._put(id, key, data, expected, ttl_ms, keep, lease, replicas, user)
 
     def _put(
         self,
@@ -198,6 +203,8 @@ class Collection:
         )
 
         def finish(reply: RecordPutReply) -> Record:
+            if reply.status in (PutStatus.RESENT, PutStatus.REPLACED):
+                telemetry.note(telemetry.RESENT)  # its write id: applied once
             return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
         return Prepared("put", Call(_PUT, keys, args.argv(), wid, lease), finish)
@@ -232,7 +239,8 @@ class Collection:
             TypeError: ``fn`` returned None (``lambda d: d.update(...)`` does); nothing
                 is written (``put(id, None)`` stores null on purpose).
         """
-        return self._update(id, fn, ttl, attempts, lease, durability, user_fn=True)
+        with telemetry.operation("update", self.spec.kind, self.spec.keys.namespace, id):
+            return self._update(id, fn, ttl, attempts, lease, durability, user_fn=True)
 
     def _update(
         self,
@@ -262,6 +270,7 @@ class Collection:
             except ConflictError:
                 if attempt + 1 >= limit:
                     raise
+            telemetry.note(telemetry.UPDATE_RETRIES)
             sync_sleep(backoff_delay(attempt))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -299,9 +308,10 @@ class Collection:
                 nothing is written. CodecError: as for :meth:`put`.
             LockLost: ``lease`` no longer holds the lock.
         """
-        replicas = self._conn.replicas(durability)
-        prepared = self._prepare_merge(id, patch, ttl, lease, returning, durability)
-        return prepared.finish(self._send(prepared, replicas))  # type: ignore[no-any-return]
+        with telemetry.operation("merge", self.spec.kind, self.spec.keys.namespace, id):
+            replicas = self._conn.replicas(durability)
+            prepared = self._prepare_merge(id, patch, ttl, lease, returning, durability)
+            return prepared.finish(self._send(prepared, replicas))  # type: ignore[no-any-return]
 
     def _prepare_merge(
         self,
@@ -330,6 +340,8 @@ class Collection:
         )
 
         def finish(reply: RecordMergeReply) -> Record:
+            if reply.status is MergeStatus.RESENT:
+                telemetry.note(telemetry.RESENT)  # its write id: applied once
             return self._merged(id, key, payload, reply, wid, ttl, lease, durability, returning)
 
         return Prepared("merge", Call(_MERGE, keys, args.argv(), wid, lease), finish)
@@ -427,11 +439,12 @@ class Collection:
     def touch(self, id: str, *, ttl: TTL = DEFAULT, lease: Any = None) -> bool:
         """Reset the TTL to ``ttl`` or the collection's (``None`` removes it); one script.
         False if there is no such record."""
-        key = self.spec.key(id)
-        keys, guard = self.spec.guarded_keys(id, key, lease)
-        args = RecordTouchArgs(self.spec.touch_ttl(ttl), False, guard)
-        reply = self._conn.script(_TOUCH, keys, args.argv(), lease=lease)
-        return reply.found
+        with telemetry.operation("touch", self.spec.kind, self.spec.keys.namespace, id):
+            key = self.spec.key(id)
+            keys, guard = self.spec.guarded_keys(id, key, lease)
+            args = RecordTouchArgs(self.spec.touch_ttl(ttl), False, guard)
+            reply = self._conn.script(_TOUCH, keys, args.argv(), lease=lease)
+            return reply.found
 
     def delete(
         self,
@@ -447,9 +460,10 @@ class Collection:
         Raises:
             ConflictError: the current version is not ``if_version``.
         """
-        replicas = self._conn.replicas(durability)
-        prepared = self._prepare_delete(id, if_version, lease)
-        return prepared.finish(self._send(prepared, replicas))  # type: ignore[no-any-return]
+        with telemetry.operation("delete", self.spec.kind, self.spec.keys.namespace, id):
+            replicas = self._conn.replicas(durability)
+            prepared = self._prepare_delete(id, if_version, lease)
+            return prepared.finish(self._send(prepared, replicas))  # type: ignore[no-any-return]
 
     def _prepare_delete(self, id: str, if_version: int | None, lease: Any) -> Prepared:
         """:meth:`delete`'s checks and call, for a batch."""

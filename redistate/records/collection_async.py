@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from ..core import telemetry
 from ..core._backoff import backoff_delay
 from ..core._io import async_resolve, async_sleep
 from ..core.batching import Call, Prepared
@@ -22,6 +23,8 @@ from .spec import (
     DEFAULT,
     TTL,
     Compaction,
+    MergeStatus,
+    PutStatus,
     Record,
     RecordCompactReply,
     RecordDeleteArgs,
@@ -87,13 +90,14 @@ class AsyncCollection:
             IntegrityError: the key holds something that is not a record.
             CodecError: the stored payload cannot be decoded.
         """
-        key = self.spec.key(id)
-        if not touch:
-            return self.spec.record(id, key, await self._conn.get(key))
-        keys, guard = self.spec.guarded_keys(id, key, lease)
-        args = RecordTouchArgs(self.spec.touch_ttl(ttl), True, guard)
-        reply = await self._conn.script(_TOUCH, keys, args.argv(), lease=lease)
-        return self.spec.touched(id, key, reply)
+        with telemetry.operation("get", self.spec.kind, self.spec.keys.namespace, id):
+            key = self.spec.key(id)
+            if not touch:
+                return self.spec.record(id, key, await self._conn.get(key))
+            keys, guard = self.spec.guarded_keys(id, key, lease)
+            args = RecordTouchArgs(self.spec.touch_ttl(ttl), True, guard)
+            reply = await self._conn.script(_TOUCH, keys, args.argv(), lease=lease)
+            return self.spec.touched(id, key, reply)
 
     async def get_many(self, ids: Iterable[str]) -> dict[str, Record | None]:
         """Each record (None where there is none), keyed by id in the order given: one
@@ -143,11 +147,12 @@ class AsyncCollection:
             LockLost: ``lease`` no longer holds the lock.
             NotReplicated: no replica confirmed a replicated write in time.
         """
-        key = self.spec.key(id)
-        expected = None if if_version is None else check_version(if_version)
-        ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
-        replicas = self._conn.replicas(durability)
-        return await self._put(id, key, data, expected, ttl_ms, keep, lease, replicas, user)
+        with telemetry.operation("put", self.spec.kind, self.spec.keys.namespace, id):
+            key = self.spec.key(id)
+            expected = None if if_version is None else check_version(if_version)
+            ttl_ms, keep = self.spec.write_ttl(ttl, keep_default=False)
+            replicas = self._conn.replicas(durability)
+            return await self._put(id, key, data, expected, ttl_ms, keep, lease, replicas, user)
 
     async def _put(
         self,
@@ -197,6 +202,8 @@ class AsyncCollection:
         )
 
         def finish(reply: RecordPutReply) -> Record:
+            if reply.status in (PutStatus.RESENT, PutStatus.REPLACED):
+                telemetry.note(telemetry.RESENT)  # its write id: applied once
             return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
         return Prepared("put", Call(_PUT, keys, args.argv(), wid, lease), finish)
@@ -231,7 +238,8 @@ class AsyncCollection:
             TypeError: ``fn`` returned None (``lambda d: d.update(...)`` does); nothing
                 is written (``put(id, None)`` stores null on purpose).
         """
-        return await self._update(id, fn, ttl, attempts, lease, durability, user_fn=True)
+        with telemetry.operation("update", self.spec.kind, self.spec.keys.namespace, id):
+            return await self._update(id, fn, ttl, attempts, lease, durability, user_fn=True)
 
     async def _update(
         self,
@@ -261,6 +269,7 @@ class AsyncCollection:
             except ConflictError:
                 if attempt + 1 >= limit:
                     raise
+            telemetry.note(telemetry.UPDATE_RETRIES)
             await async_sleep(backoff_delay(attempt))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -298,9 +307,10 @@ class AsyncCollection:
                 nothing is written. CodecError: as for :meth:`put`.
             LockLost: ``lease`` no longer holds the lock.
         """
-        replicas = self._conn.replicas(durability)
-        prepared = self._prepare_merge(id, patch, ttl, lease, returning, durability)
-        return await prepared.finish(await self._send(prepared, replicas))  # type: ignore[no-any-return]
+        with telemetry.operation("merge", self.spec.kind, self.spec.keys.namespace, id):
+            replicas = self._conn.replicas(durability)
+            prepared = self._prepare_merge(id, patch, ttl, lease, returning, durability)
+            return await prepared.finish(await self._send(prepared, replicas))  # type: ignore[no-any-return]
 
     def _prepare_merge(
         self,
@@ -329,6 +339,8 @@ class AsyncCollection:
         )
 
         async def finish(reply: RecordMergeReply) -> Record:
+            if reply.status is MergeStatus.RESENT:
+                telemetry.note(telemetry.RESENT)  # its write id: applied once
             return await self._merged(
                 id, key, payload, reply, wid, ttl, lease, durability, returning
             )
@@ -428,11 +440,12 @@ class AsyncCollection:
     async def touch(self, id: str, *, ttl: TTL = DEFAULT, lease: Any = None) -> bool:
         """Reset the TTL to ``ttl`` or the collection's (``None`` removes it); one script.
         False if there is no such record."""
-        key = self.spec.key(id)
-        keys, guard = self.spec.guarded_keys(id, key, lease)
-        args = RecordTouchArgs(self.spec.touch_ttl(ttl), False, guard)
-        reply = await self._conn.script(_TOUCH, keys, args.argv(), lease=lease)
-        return reply.found
+        with telemetry.operation("touch", self.spec.kind, self.spec.keys.namespace, id):
+            key = self.spec.key(id)
+            keys, guard = self.spec.guarded_keys(id, key, lease)
+            args = RecordTouchArgs(self.spec.touch_ttl(ttl), False, guard)
+            reply = await self._conn.script(_TOUCH, keys, args.argv(), lease=lease)
+            return reply.found
 
     async def delete(
         self,
@@ -448,9 +461,10 @@ class AsyncCollection:
         Raises:
             ConflictError: the current version is not ``if_version``.
         """
-        replicas = self._conn.replicas(durability)
-        prepared = self._prepare_delete(id, if_version, lease)
-        return prepared.finish(await self._send(prepared, replicas))  # type: ignore[no-any-return]
+        with telemetry.operation("delete", self.spec.kind, self.spec.keys.namespace, id):
+            replicas = self._conn.replicas(durability)
+            prepared = self._prepare_delete(id, if_version, lease)
+            return prepared.finish(await self._send(prepared, replicas))  # type: ignore[no-any-return]
 
     def _prepare_delete(self, id: str, if_version: int | None, lease: Any) -> Prepared:
         """:meth:`delete`'s checks and call, for a batch."""

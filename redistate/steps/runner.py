@@ -12,8 +12,16 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoints.spec import Checkpoint
+from ..core import telemetry
 from ..core._io import AwaitableInSync, WithGuard, sync_confirm, sync_resolve
-from ..core.errors import CodecError, LockLost, RedistateError, StateTooLarge
+from ..core.errors import (
+    CodecError,
+    LockLost,
+    RedistateError,
+    StateTooLarge,
+    StepFailed,
+    StepInterrupted,
+)
 from ..records.mergepatch import merge_patch
 from .spec import Step, check_step_name
 
@@ -122,9 +130,36 @@ class TaskRun(WithGuard):
                 step's failure instead (a retry must say ``retry_failed=True``).
             Exception: whatever ``fn`` raises, after recording it as the step's failure.
         """
+        # The span holds fn's own spans (a tool call's); it is not a database
+        # operation's duration, so db.client.operation.duration leaves it out.
+        with telemetry.operation("step", "task", self._store.keys.namespace, self.task_id, False):
+            return self._step(name, fn, args, kwargs, idempotent, retry_failed)
+
+    def _step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        idempotent: bool,
+        retry_failed: bool,
+    ) -> Any:
         check_step_name(name)
         known = self._steps.get(name)
-        if known is not None and known.replay(idempotent=idempotent, retry_failed=retry_failed):
+        try:
+            replay = known is not None and known.replay(
+                idempotent=idempotent, retry_failed=retry_failed
+            )
+        except StepInterrupted:
+            telemetry.event("redistate.steps", outcome="interrupted")
+            raise
+        except StepFailed:
+            telemetry.event("redistate.steps", outcome="failed")
+            raise
+        if replay:
+            assert known is not None  # replay is False without a known step
+            telemetry.note(telemetry.REPLAYED)
+            telemetry.event("redistate.steps", outcome="replayed")
             return known.result
         spec = self._store.checkpoints.step_spec
         key, fence = self._store.keys.task_steps(self.task_id), self.lease.fence
@@ -151,6 +186,7 @@ class TaskRun(WithGuard):
                                                      ended, exc))  # fmt: skip
             except RedistateError:
                 pass  # fn's own exception is the one to report (e.g. the lease is lost)
+            telemetry.event("redistate.steps", outcome="failed")
             raise
         ended = time.time_ns() // 1_000_000
         try:
@@ -160,7 +196,9 @@ class TaskRun(WithGuard):
             self._record(name, spec.failed(key, name, idempotent, fence, started,
                                                  ended, exc))  # fmt: skip
             raise
-        return (self._record(name, record)).result
+        step = self._record(name, record)
+        telemetry.event("redistate.steps", outcome="recorded")
+        return step.result
 
     def batch(self, *, durability: Durability | None = None) -> RunBatch:
         """A batch (``with run.batch() as b``) whose ``b.run`` queues this run's
