@@ -91,7 +91,8 @@ def test_a_put_is_one_client_span_with_the_database_conventions(
     assert attributes[db.DB_OPERATION_NAME] == "put"
     assert attributes[db.DB_COLLECTION_NAME] == "session"
     assert attributes[db.DB_QUERY_SUMMARY] == "put session"
-    assert attributes[db.DB_NAMESPACE] == namespace
+    assert attributes[db.DB_NAMESPACE] == "0"  # the database index, for Redis
+    assert attributes[hooks.NAMESPACE] == namespace
     assert attributes[db.DB_STORED_PROCEDURE_NAME] == "record_put"
     assert attributes[server_attributes.SERVER_ADDRESS] == "127.0.0.1"
     assert attributes[server_attributes.SERVER_PORT] == server_backend.server.port
@@ -197,6 +198,8 @@ def test_a_fenced_out_write_and_lease_hand_offs_are_counted(
         second = store.lock("t1", ttl=30, renew=False).acquire()
         with pytest.raises(LockLost):
             store.checkpoints.save("t1", {"stale": True}, lease=first)
+        with pytest.raises(LockLost):  # about the lease itself: no write was fenced out
+            first.release()
         second.release()
     (refused,) = [s for s in seen.finished("save task") if s.status.status_code is StatusCode.ERROR]
     attributes = dict(refused.attributes or {})
@@ -207,7 +210,10 @@ def test_a_fenced_out_write_and_lease_hand_offs_are_counted(
     assert seen.total("redistate.lease.lost") == 1
     assert seen.total("redistate.lease.wait") == 2  # one measurement per acquire
     assert seen.total("redistate.lease.hold") == 1
-    assert len(seen.finished("acquire lease")) == 2 and len(seen.finished("release lease")) == 1
+    assert len(seen.finished("acquire lease")) == 2 and len(seen.finished("release lease")) == 2
+    # Seconds, with buckets for seconds (the SDK's defaults are for milliseconds).
+    (wait,) = seen.points("redistate.lease.wait")
+    assert wait.explicit_bounds[0] == 0.001 and wait.explicit_bounds[-1] == 60.0
 
 
 def test_a_replayed_step_is_an_attribute_and_steps_are_counted_by_outcome(
@@ -306,6 +312,7 @@ def test_a_server_warning_and_a_full_store_are_counted(
     (full,) = [s for s in seen.finished("put session") if dict(s.attributes or {}).get(
         error_attributes.ERROR_TYPE) == "redistate.StoreFull"]  # fmt: skip
     assert dict(full.attributes or {})["redistate.store_full"] is True
+    assert dict(full.attributes or {})[db.DB_RESPONSE_STATUS_CODE] == "OOM"
     assert seen.total("redistate.store_full") == 1
 
 
@@ -422,3 +429,105 @@ def test_nothing_is_printed_where_the_application_set_up_no_logging() -> None:
     )
     assert done.returncode == 0 and done.stdout == "lost\n", done.stderr
     assert done.stderr == ""
+
+
+def test_no_id_reaches_a_span_unless_asked(backend: Backend, namespace: str, seen: Seen) -> None:
+    """Error messages name keys (and so ids): a failed operation's span keeps the error's
+    class as its status and records no exception event, unless ``record_ids``."""
+    with Store(backend.sync_client(), namespace=namespace) as store:
+        rec = store.sessions.put("alice@example.com", {"n": 1})
+        with pytest.raises(ConflictError):
+            store.sessions.put("alice@example.com", {"n": 2}, if_version=rec.version + 1)
+    for span in seen.finished():
+        texts = [str(v) for v in dict(span.attributes or {}).values()]
+        texts += [span.status.description or ""]
+        texts += [str(dict(e.attributes or {})) for e in span.events]
+        assert not any("alice" in t for t in texts), span.name
+    (refused,) = [s for s in seen.finished() if s.status.status_code is StatusCode.ERROR]
+    assert refused.status.description == "redistate.ConflictError" and not refused.events
+
+
+def test_the_callers_code_inside_an_operation_is_its_own(
+    backend: Backend, namespace: str, seen: Seen
+) -> None:
+    """What update()'s function and a step's tool do with the store are operations of
+    their own (timed, counted once), their spans nested under the one running them;
+    the library's own nesting (latest runs history) counts once, for the outer one."""
+    with Store(backend.sync_client(), namespace=namespace) as store:
+        store.users.put("u1", {"n": 1})
+        rec = store.sessions.put("s1", {"n": 1})
+
+        def read_then_bump(data: Any) -> Any:
+            assert store.users.get("u1") is not None
+            return {"n": data.get("n", 0) + 1}
+
+        store.sessions.update("s1", read_then_bump)
+        with store.task("t1") as run:
+
+            def refused() -> str:
+                try:
+                    store.sessions.put("s1", {"n": 0}, if_version=rec.version)  # stale
+                except ConflictError:
+                    return "refused"
+                return "written"
+
+            assert run.step("stale write", refused) == "refused"
+        store.checkpoints.save("t2", {"n": 1})
+        assert store.checkpoints.latest("t2") is not None
+    durations = {
+        (p.attributes[db.DB_OPERATION_NAME], p.attributes[db.DB_COLLECTION_NAME]): p.count
+        for p in seen.points(db_metrics.DB_CLIENT_OPERATION_DURATION)
+        if error_attributes.ERROR_TYPE not in p.attributes
+    }
+    assert durations[("get", "user")] == 1  # inside update's function: still timed
+    assert ("history", "task") not in durations and durations[("latest", "task")] == 1
+    assert seen.total("redistate.conflicts") == 1  # the step's tool's, once
+    (get,) = seen.finished("get user")
+    (update,) = seen.finished("update session")
+    assert get.parent is not None and get.parent.span_id == update.context.span_id
+    (latest,) = seen.finished("latest task")
+    attributes = dict(latest.attributes or {})
+    assert attributes[hooks.ROUND_TRIPS] == 1  # its history's read, counted for it too
+
+
+def test_the_lease_renewer_carries_no_callers_context(
+    backend: Backend, namespace: str, seen: Seen
+) -> None:
+    """The renewal task is started inside one acquire and renews every later lease of
+    the store: a loss it finds, and what on_lost then does, belong to no request."""
+    from opentelemetry import trace
+
+    tracer = seen.tracer.get_tracer("app")
+    found: list[Any] = []
+
+    stores: list[AsyncStore] = []
+    handled: list[asyncio.Event] = []
+
+    async def on_lost(lease: Any) -> None:
+        found.append(trace.get_current_span())
+        await stores[0].sessions.put("after", {"lost": lease.name})
+        handled[0].set()
+
+    async def run() -> None:
+        async with AsyncStore(backend.async_client(), namespace=namespace) as lease_store:
+            stores.append(lease_store)
+            handled.append(asyncio.Event())
+            with tracer.start_as_current_span("request A"):
+                first = await lease_store.lock("a", ttl=1).acquire()  # starts the renewer
+            with tracer.start_as_current_span("request B"):
+                second = await lease_store.lock("b", ttl=1, on_lost=on_lost).acquire()
+            assert second.held
+            raw = backend.raw()
+            raw.delete(lease_store.keys.lock("b"))  # taken away: its next renewal fails
+            raw.close()
+            await handled[0].wait()  # set by on_lost, once its put is made
+            await first.release()
+
+    asyncio.run(run())
+    assert found and not found[0].get_span_context().is_valid  # no caller's span
+    (put,) = seen.finished("put session")
+    assert put.parent is None  # a root of its own, not under request A's acquire
+    (a_acquire, _) = seen.finished("acquire lease")
+    assert dict(a_acquire.attributes or {})[hooks.ROUND_TRIPS] == 1  # no renewal's trips
+    assert [p.count for p in seen.points(db_metrics.DB_CLIENT_OPERATION_DURATION)
+            if p.attributes[db.DB_OPERATION_NAME] == "put"] == [1]  # fmt: skip

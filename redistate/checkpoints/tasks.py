@@ -329,22 +329,23 @@ class Checkpoints:
             IntegrityError: one of them is damaged.
             TypeError: ``task_ids`` is a single str.
         """
-        if isinstance(task_ids, (str, bytes)):
-            raise TypeError(
-                f"task_ids must be an iterable of ids, not one {type(task_ids).__name__}"
-            )
-        wanted = {task: self.spec.task_keys(task) for task in task_ids}
-        found: dict[str, Checkpoint | None] = {}
-        if self._conn.one_server and wanted:
-            ranges = [(k, 0, 0) for keys in wanted.values() for k in (keys[1], keys[0])]
-            lists = self._conn.lranges(*ranges)
-            replies = [[lists[2 * n], lists[2 * n + 1]] for n in range(len(wanted))]
-        else:
-            replies = [self._read(keys, 1, deltas=False) for keys in wanted.values()]
-        for (task, keys), reply in zip(wanted.items(), replies, strict=True):
-            history = self.spec.history(task, keys[0], reply)
-            found[task] = history[0] if history else None
-        return found
+        with telemetry.operation("latest_many", "task", self.spec.keys.namespace, None):
+            if isinstance(task_ids, (str, bytes)):
+                raise TypeError(
+                    f"task_ids must be an iterable of ids, not one {type(task_ids).__name__}"
+                )
+            wanted = {task: self.spec.task_keys(task) for task in task_ids}
+            found: dict[str, Checkpoint | None] = {}
+            if self._conn.one_server and wanted:
+                ranges = [(k, 0, 0) for keys in wanted.values() for k in (keys[1], keys[0])]
+                lists = self._conn.lranges(*ranges)
+                replies = [[lists[2 * n], lists[2 * n + 1]] for n in range(len(wanted))]
+            else:
+                replies = [self._read(keys, 1, deltas=False) for keys in wanted.values()]
+            for (task, keys), reply in zip(wanted.items(), replies, strict=True):
+                history = self.spec.history(task, keys[0], reply)
+                found[task] = history[0] if history else None
+            return found
 
     def _read(self, keys: tuple[str, str, str], count: int, *, deltas: bool) -> list[Any]:
         """The newest ``count`` entries and blobs (0: all), and the delta log if asked:
@@ -364,12 +365,13 @@ class Checkpoints:
         Raises:
             IntegrityError: it is damaged.
         """
-        keys = self.spec.task_keys(task_id)
-        args = CheckpointFindArgs(check_id(checkpoint_id)).argv()
-        find_keys = (keys[0], keys[1], self.spec.keys.task_index(task_id))
-        reply = self._conn.script(_FIND, find_keys, args)
-        found = self.spec.history(task_id, keys[0], (reply.entries, reply.blobs))
-        return found[0] if found else None
+        with telemetry.operation("get", "task", self.spec.keys.namespace, task_id):
+            keys = self.spec.task_keys(task_id)
+            args = CheckpointFindArgs(check_id(checkpoint_id)).argv()
+            find_keys = (keys[0], keys[1], self.spec.keys.task_index(task_id))
+            reply = self._conn.script(_FIND, find_keys, args)
+            found = self.spec.history(task_id, keys[0], (reply.entries, reply.blobs))
+            return found[0] if found else None
 
     def restore(self, task_id: str) -> Restored | None:
         """The newest intact checkpoint plus the deltas logged after it (None for an
@@ -432,14 +434,16 @@ class Checkpoints:
     def verify(self, task_id: str) -> Verification:
         """Check the digest of every checkpoint the task's history holds and of every
         delta in its log (``restore`` skips damaged ones; this lists them)."""
-        keys = self.spec.task_keys(task_id)
-        return self.spec.verification(task_id, keys[0], self._read(keys, 0, deltas=True))
+        with telemetry.operation("verify", "task", self.spec.keys.namespace, task_id):
+            keys = self.spec.task_keys(task_id)
+            return self.spec.verification(task_id, keys[0], self._read(keys, 0, deltas=True))
 
     def handoff(self, task_id: str) -> str:
         """A short markdown summary (SESSION-STATE.md style) of where the task stands,
         with its last completed and any interrupted step."""
-        restored = self.restore(task_id)
-        return handoff(task_id, restored, list((self._steps(task_id)).values()))
+        with telemetry.operation("handoff", "task", self.spec.keys.namespace, task_id):
+            restored = self.restore(task_id)
+            return handoff(task_id, restored, list((self._steps(task_id)).values()))
 
     def delete(
         self, task_id: str, *, lease: Any = None, durability: Durability | None = None

@@ -8,6 +8,7 @@ coroutine that is created and never awaited.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import threading
 import time
@@ -138,8 +139,12 @@ def sync_wait(event: threading.Event, timeout: float) -> bool:
 
 
 def async_spawn(fn: Callable[[], Coroutine[Any, Any, None]], name: str) -> Any:
-    """Run ``fn`` in the background (a task); returns a handle for :func:`async_join`."""
-    return asyncio.get_running_loop().create_task(fn(), name=name)
+    """Run ``fn`` in the background (a task); returns a handle for :func:`async_join`.
+    The task starts from an empty context, not the caller's: a worker that outlives
+    the call that started it (the lease renewer) must not carry its span and
+    operation (contextvars) into every later renewal."""
+    loop = asyncio.get_running_loop()
+    return contextvars.Context().run(loop.create_task, fn(), name=name)
 
 
 def sync_spawn(fn: Callable[[], None], name: str) -> Any:

@@ -551,8 +551,7 @@ class AsyncConnection:
             first = self.address not in _warned
             _warned.add(self.address)
         if first:
-            if logger.hasHandlers():
-                logger.warning(message)
+            logger.warning(message, extra={"redistate_event": "evalsha_fallback"})
             warnings.warn(message, RedistateWarning, stacklevel=2)
 
     def _memory_args(

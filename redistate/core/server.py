@@ -359,15 +359,14 @@ def judge(facts: Sequence[ServerFacts], check: ServerCheck) -> None:
             _warned.add(server.identity)
         if first:
             telemetry.event("redistate.server_warnings", policy=server.policy)
-            # Logged only where logging is set up: otherwise logging's last-resort
-            # handler would print the warning's text to stderr a second time.
-            if logger.hasHandlers():
-                logger.warning(
-                    message,
-                    extra={
-                        "redistate_event": "server_warning",
-                        "redistate_server": server.address,
-                        "redistate_policy": server.policy,
-                    },
-                )
+            # A record for the application's handlers (the package's NullHandler keeps
+            # it off stderr, where the warning below already goes).
+            logger.warning(
+                message,
+                extra={
+                    "redistate_event": "server_warning",
+                    "redistate_server": server.address,
+                    "redistate_policy": server.policy,
+                },
+            )
             warnings.warn(message, RedistateWarning, stacklevel=4)

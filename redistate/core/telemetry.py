@@ -23,7 +23,9 @@ other module imports OpenTelemetry.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
@@ -74,7 +76,7 @@ METRICS: Final[dict[str, tuple[str, str, str]]] = {
     "redistate.steps": (
         "counter",
         "{step}",
-        "durable steps by outcome: recorded, replayed, interrupted, failed",
+        "durable steps by outcome: recorded, replayed, interrupted, failed, refused",
     ),
     "redistate.integrity_failures": (
         "counter",
@@ -89,7 +91,15 @@ METRICS: Final[dict[str, tuple[str, str, str]]] = {
     ),
 }
 
+# The buckets of redistate's histograms (seconds): a lease waits from nothing to the
+# holder's TTL, and is held from a step's milliseconds to an agent run's hour.
+_SECONDS: Final = {
+    "redistate.lease.wait": (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0),
+    "redistate.lease.hold": (0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0),
+}
+
 # Span attributes of what only redistate knows.
+NAMESPACE: Final = "redistate.namespace"  # the store's key namespace
 ROUND_TRIPS: Final = "redistate.round_trips"
 RETRIES: Final = "redistate.retries"
 RESENT: Final = "redistate.resent"
@@ -131,8 +141,17 @@ class _Instruments:
         )
         self.instruments: dict[str, Any] = {}
         for name, (kind, unit, description) in METRICS.items():
-            make = meter.create_counter if kind == "counter" else meter.create_histogram
-            self.instruments[name] = make(name, unit=unit, description=description)
+            made: Any
+            if kind == "counter":
+                made = meter.create_counter(name, unit=unit, description=description)
+            else:  # seconds: the SDK's default buckets are for milliseconds
+                made = meter.create_histogram(
+                    name,
+                    unit=unit,
+                    description=description,
+                    explicit_bucket_boundaries_advisory=list(_SECONDS[name]),
+                )
+            self.instruments[name] = made
         self.record_ids = record_ids
 
 
@@ -189,12 +208,14 @@ class _Operation:
     __slots__ = (
         "_first",
         "_inner",
+        "_outer",
         "_span",
         "_started",
         "_token",
         "_traced",
         "attributes",
         "metrics",
+        "served",
         "state",
         "timed",
     )
@@ -202,7 +223,7 @@ class _Operation:
     def __init__(
         self, state: _Instruments, name: str, kind: str, namespace: str, timed: bool
     ) -> None:
-        self.state, self.timed = state, timed
+        self.state, self.timed, self.served = state, timed, False
         # Low cardinality: the operation and the kind (a collection's name for records).
         self.metrics: dict[str, Any] = {
             "db.system.name": "redis",
@@ -212,7 +233,7 @@ class _Operation:
         self.attributes: dict[str, Any] = {
             **self.metrics,
             "db.query.summary": f"{name} {kind}",
-            "db.namespace": namespace,
+            NAMESPACE: namespace,
             ROUND_TRIPS: 0,
         }
 
@@ -221,7 +242,7 @@ class _Operation:
         self._first = dict(self.attributes)
         # Inside another database operation (latest inside history...): its own span,
         # but the outer one is what the caller asked for, and what the metrics count.
-        outer = _current.get()
+        outer = self._outer = _current.get()
         self._inner = outer is not None and outer.timed
         self._span = state.tracer.start_span(
             self.attributes["db.query.summary"], kind=state.kind, attributes=self.attributes
@@ -245,13 +266,23 @@ class _Operation:
             error = _error_type(exc)
             metrics = {**metrics, "error.type": error}
             self.attributes["error.type"] = error
-            outcome = _OUTCOMES.get(type(exc).__name__)
+            code = _status_code(exc)
+            if code is not None:
+                self.attributes["db.response.status_code"] = code
+            outcome = _outcome(exc, self.metrics["db.operation.name"])
             if outcome is not None:
                 self.attributes[outcome[0]] = True
-                if not self._inner:
+                # Counted once, where it is first seen outside the library's own nesting
+                # (a step whose tool's put was refused counts one conflict, not two).
+                if not self._inner and not getattr(exc, _COUNTED, False):
                     self.state.instruments[outcome[1]].add(1, self.metrics)
-            span.set_status(self.state.error, str(exc)[:200])
-            if isinstance(exc, Exception):  # not a cancellation or an exit
+                    try:
+                        setattr(exc, _COUNTED, True)
+                    except AttributeError:  # an exception class with __slots__
+                        pass
+            # The class only: messages name keys and lease names, which hold ids.
+            span.set_status(self.state.error, error)
+            if self.state.record_ids and isinstance(exc, Exception):
                 span.record_exception(exc)
         # Only what changed since the start: the SDK checks every attribute it is given.
         first = self._first
@@ -268,6 +299,51 @@ _OUTCOMES: Final = {
     "IntegrityError": ("redistate.integrity_failure", "redistate.integrity_failures"),
     "StoreFull": ("redistate.store_full", "redistate.store_full"),
 }
+# Operations whose LockLost is about the lease itself, not a guarded write refused.
+_LEASE_OPERATIONS: Final = frozenset({"acquire", "release", "extend"})
+_COUNTED: Final = "_redistate_counted"  # set on an exception once its outcome is counted
+
+
+def _outcome(exc: BaseException, operation: str) -> tuple[str, str] | None:
+    name = type(exc).__name__
+    if name == "LockLost" and operation in _LEASE_OPERATIONS:
+        return None
+    return _OUTCOMES.get(name)
+
+
+# redis-py turns these error prefixes into classes and takes them off the message.
+_PREFIXES: Final = {
+    "OutOfMemoryError": "OOM",
+    "NoPermissionError": "NOPERM",
+    "NoScriptError": "NOSCRIPT",
+    "ReadOnlyError": "READONLY",
+    "BusyLoadingError": "LOADING",
+    "ExecAbortError": "EXECABORT",
+    "AskError": "ASK",
+    "MovedError": "MOVED",
+    "TryAgainError": "TRYAGAIN",
+    "ClusterDownError": "CLUSTERDOWN",
+    "AuthenticationError": "NOAUTH",
+}
+
+
+def _status_code(exc: BaseException) -> str | None:
+    """The Redis error prefix (OOM, NOPERM, WRONGTYPE, ERR...) of the reply behind
+    ``exc``, as db.response.status_code; None if no server error caused it."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # a translated error names the redis-py one as its cause
+        if seen is None:
+            return None
+        if type(seen).__module__.startswith("redis."):
+            mro = [c.__name__ for c in type(seen).__mro__]
+            known = next((_PREFIXES[n] for n in mro if n in _PREFIXES), None)
+            if known is not None:
+                return known
+            if "ResponseError" in mro:  # the prefix is left on the message (WRONGTYPE...)
+                word = str(seen).split(" ", 1)[0]
+                return word if word.isupper() and word.isalpha() else "ERR"
+        seen = seen.__cause__
+    return None
 
 
 def _error_type(exc: BaseException) -> str:
@@ -295,19 +371,48 @@ def operation(
 
 def trip(procedure: str | None = None, server: str | None = None) -> None:
     """One round trip of the current operation; ``procedure``: the script it ran (the
-    first one names the operation's ``db.stored_procedure.name``)."""
+    first one names the operation's ``db.stored_procedure.name``); ``server``: the
+    connection's address (``describe``), its first one the span's ``server.*``. An
+    operation inside another of the library's own counts for the outer one too."""
     op = _current.get() if _state is not None else None
-    if op is None:
+    while op is not None:
+        attributes = op.attributes
+        attributes[ROUND_TRIPS] += 1
+        if procedure and "db.stored_procedure.name" not in attributes:
+            attributes["db.stored_procedure.name"] = procedure
+        if server and not op.served:
+            op.served = True
+            attributes.update(_server(server))
+        op = op._outer if op._inner else None
+
+
+def _server(address: str) -> dict[str, Any]:
+    """``server.address``/``server.port`` and ``db.namespace`` (the database index, as
+    the conventions name it for Redis) of a ``describe()`` address: ``host:port/db``
+    (IPv6 too) or ``unix://path``; nothing for the embedded store, a cluster or a
+    Sentinel service, whose serving node is not known here."""
+    if address.startswith("unix://"):
+        return {"server.address": address[len("unix://") :]}
+    where, slash, db = address.rpartition("/")
+    host, colon, port = where.rpartition(":")
+    if not (slash and colon and port.isdigit() and db.isdigit()) or " " in where:
+        return {}
+    return {"server.address": host, "server.port": int(port), "db.namespace": db}
+
+
+@contextlib.contextmanager
+def caller() -> Iterator[None]:
+    """Around the caller's own code run inside an operation (``update``'s function, a
+    step's tool, ``on_lost``): the operations it makes are its own, not parts of the
+    one running it (their span still nests under it)."""
+    if _state is None or _current.get() is None:
+        yield
         return
-    attributes = op.attributes
-    attributes[ROUND_TRIPS] += 1
-    if procedure and "db.stored_procedure.name" not in attributes:
-        attributes["db.stored_procedure.name"] = procedure
-    if server and "server.address" not in attributes:
-        host, _, port = server.partition(":")
-        attributes["server.address"] = host
-        if port.split("/")[0].isdigit():
-            attributes["server.port"] = int(port.split("/")[0])
+    token = _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(token)
 
 
 def note(attribute: str, amount: int = 1) -> None:

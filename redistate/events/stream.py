@@ -269,29 +269,30 @@ class Events:
             IntegrityError: the chain does not verify (nothing is rewritten).
             ConflictError: the stream changed meanwhile (nothing replaced): call again.
         """
-        key = self.keys.events(entity)
-        keys = (key, self.keys.events_staging(entity), self.keys.events_anchor(entity))
-        found, entries = self._snapshot(entity)
-        rows, changed = self.spec.rechained(key, (found.digest, found.seq), entries, payload)
-        state = anchor(found.raw) if anchor is not None and found.id else None
-        if state is None and found.id and self.spec.resealed(found.seal):
-            state = found.raw  # the same state, sealed with the primary key
-        if changed == 0 and state is None:
-            return 0
-        for start in range(0, len(rows), _PAGE):
-            page = [value for row in rows[start : start + _PAGE] for value in row]
-            self._conn.script(_STAGE, keys, EventStageArgs(start == 0, tuple(page)).argv())
-        swap = EventSwapArgs()
-        if entries:
-            last_id, last = entries[-1]
-            swap = EventSwapArgs(_text(last_id), last[b"d"], len(rows), rows[-1][-1])
-        if state is not None:
-            seal = self.spec.state_seal(key, found.digest, state)
-            swap = replace(swap, state=state, state_seal=seal)
-        if not (self._conn.script(_SWAP, keys, swap.argv())).swapped:
-            raise ConflictError(key, len(rows), -1)
-        self._heads.pop(entity, None)
-        return changed + (state is not None)
+        with telemetry.operation("rewrite", "events", self.keys.namespace, entity):
+            key = self.keys.events(entity)
+            keys = (key, self.keys.events_staging(entity), self.keys.events_anchor(entity))
+            found, entries = self._snapshot(entity)
+            rows, changed = self.spec.rechained(key, (found.digest, found.seq), entries, payload)
+            state = anchor(found.raw) if anchor is not None and found.id else None
+            if state is None and found.id and self.spec.resealed(found.seal):
+                state = found.raw  # the same state, sealed with the primary key
+            if changed == 0 and state is None:
+                return 0
+            for start in range(0, len(rows), _PAGE):
+                page = [value for row in rows[start : start + _PAGE] for value in row]
+                self._conn.script(_STAGE, keys, EventStageArgs(start == 0, tuple(page)).argv())
+            swap = EventSwapArgs()
+            if entries:
+                last_id, last = entries[-1]
+                swap = EventSwapArgs(_text(last_id), last[b"d"], len(rows), rows[-1][-1])
+            if state is not None:
+                seal = self.spec.state_seal(key, found.digest, state)
+                swap = replace(swap, state=state, state_seal=seal)
+            if not (self._conn.script(_SWAP, keys, swap.argv())).swapped:
+                raise ConflictError(key, len(rows), -1)
+            self._heads.pop(entity, None)
+            return changed + (state is not None)
 
 
 def _text(value: Any) -> str:

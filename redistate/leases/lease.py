@@ -309,15 +309,16 @@ class Lease(WithGuard):
             LockLost: the lease expired, was taken over or ran past its local deadline
                 (it is never brought back).
         """
-        ttl_ms = self.ttl_ms if ttl is None else check_lease_ttl(ttl)
-        sync_confirm(self)
-        self.ttl_ms = ttl_ms  # renewal keeps the new ttl
-        if not self._extend(ttl_ms):
-            self._mark_lost(self._holder())
-            self._reported = True
-            raise LockLost(
-                lost_message(self.name, self.fence, f"is no longer held: {self._why}", self.key)
-            )
+        with telemetry.operation("extend", "lease", self._namespace, self.name):
+            ttl_ms = self.ttl_ms if ttl is None else check_lease_ttl(ttl)
+            sync_confirm(self)
+            self.ttl_ms = ttl_ms  # renewal keeps the new ttl
+            if not self._extend(ttl_ms):
+                self._mark_lost(self._holder())
+                self._reported = True
+                raise LockLost(
+                    lost_message(self.name, self.fence, f"is no longer held: {self._why}", self.key)
+                )
 
     def _extend(self, ttl_ms: int) -> bool:
         if self.value is None:
@@ -361,7 +362,8 @@ class Lease(WithGuard):
         keys = (self.key, self._wake, self._writes)
         released = self._conn.script(_RELEASE, keys, args, wid=value)
         self._released = True
-        telemetry.event("redistate.lease.hold", time.monotonic() - self._held_since)
+        if released.released:
+            telemetry.event("redistate.lease.hold", time.monotonic() - self._held_since)
         if not released.released:
             self._mark_lost(self._holder())
             self._reported = True
@@ -411,6 +413,17 @@ class Lease(WithGuard):
             return
         self._why = self._why or why
         self.lost.set()
+        if self.on_lost is not None:
+            try:
+                with telemetry.caller():  # on_lost's own store calls are its operations
+                    result = self.on_lost(self)
+                    if inspect.isawaitable(result):
+                        sync_resolve(result)
+            except Exception as exc:  # a callback's bug must not stop release or renewal
+                warnings.warn(
+                    f"on_lost callback of lease {self.name!r} raised {exc!r}", stacklevel=1
+                )
+        # After on_lost: a waiter woken by ``lost`` finds the callback run (as before).
         telemetry.event("redistate.lease.lost")
         _log.warning(
             "lease %r (fence %s) lost: %s",
@@ -423,14 +436,6 @@ class Lease(WithGuard):
                 "redistate_fence": self.fence,
             },
         )
-        if self.on_lost is None:
-            return
-        try:
-            result = self.on_lost(self)
-            if inspect.isawaitable(result):
-                sync_resolve(result)
-        except Exception as exc:  # a callback's bug must not stop release or renewal
-            warnings.warn(f"on_lost callback of lease {self.name!r} raised {exc!r}", stacklevel=1)
 
     def __enter__(self) -> Lease:
         return self.acquire()

@@ -308,15 +308,16 @@ class AsyncLease(AsyncWithGuard):
             LockLost: the lease expired, was taken over or ran past its local deadline
                 (it is never brought back).
         """
-        ttl_ms = self.ttl_ms if ttl is None else check_lease_ttl(ttl)
-        await async_confirm(self)
-        self.ttl_ms = ttl_ms  # renewal keeps the new ttl
-        if not await self._extend(ttl_ms):
-            await self._mark_lost(await self._holder())
-            self._reported = True
-            raise LockLost(
-                lost_message(self.name, self.fence, f"is no longer held: {self._why}", self.key)
-            )
+        with telemetry.operation("extend", "lease", self._namespace, self.name):
+            ttl_ms = self.ttl_ms if ttl is None else check_lease_ttl(ttl)
+            await async_confirm(self)
+            self.ttl_ms = ttl_ms  # renewal keeps the new ttl
+            if not await self._extend(ttl_ms):
+                await self._mark_lost(await self._holder())
+                self._reported = True
+                raise LockLost(
+                    lost_message(self.name, self.fence, f"is no longer held: {self._why}", self.key)
+                )
 
     async def _extend(self, ttl_ms: int) -> bool:
         if self.value is None:
@@ -360,7 +361,8 @@ class AsyncLease(AsyncWithGuard):
         keys = (self.key, self._wake, self._writes)
         released = await self._conn.script(_RELEASE, keys, args, wid=value)
         self._released = True
-        telemetry.event("redistate.lease.hold", time.monotonic() - self._held_since)
+        if released.released:
+            telemetry.event("redistate.lease.hold", time.monotonic() - self._held_since)
         if not released.released:
             await self._mark_lost(await self._holder())
             self._reported = True
@@ -410,6 +412,17 @@ class AsyncLease(AsyncWithGuard):
             return
         self._why = self._why or why
         self.lost.set()
+        if self.on_lost is not None:
+            try:
+                with telemetry.caller():  # on_lost's own store calls are its operations
+                    result = self.on_lost(self)
+                    if inspect.isawaitable(result):
+                        await async_resolve(result)
+            except Exception as exc:  # a callback's bug must not stop release or renewal
+                warnings.warn(
+                    f"on_lost callback of lease {self.name!r} raised {exc!r}", stacklevel=1
+                )
+        # After on_lost: a waiter woken by ``lost`` finds the callback run (as before).
         telemetry.event("redistate.lease.lost")
         _log.warning(
             "lease %r (fence %s) lost: %s",
@@ -422,14 +435,6 @@ class AsyncLease(AsyncWithGuard):
                 "redistate_fence": self.fence,
             },
         )
-        if self.on_lost is None:
-            return
-        try:
-            result = self.on_lost(self)
-            if inspect.isawaitable(result):
-                await async_resolve(result)
-        except Exception as exc:  # a callback's bug must not stop release or renewal
-            warnings.warn(f"on_lost callback of lease {self.name!r} raised {exc!r}", stacklevel=1)
 
     async def __aenter__(self) -> AsyncLease:
         return await self.acquire()

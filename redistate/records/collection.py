@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -15,7 +16,7 @@ from ..core._io import sync_resolve, sync_sleep
 from ..core.batching import Call, Prepared
 from ..core.connection import Connection
 from ..core.durability import Durability
-from ..core.errors import ConflictError, InvalidId, RedistateError
+from ..core.errors import ConflictError, InvalidId, RedistateError, RedistateWarning
 from ..core.keys import KeySpace
 from ..core.scripts import script
 from .erasure import ErasureReport, entity_keys, entry
@@ -110,14 +111,15 @@ class Collection:
             CodecError: a stored payload cannot be decoded.
             TypeError: ``ids`` is a single str.
         """
-        if isinstance(ids, (str, bytes)):
-            raise TypeError(f"ids must be an iterable of ids, not one {type(ids).__name__}")
-        wanted = {id: self.spec.key(id) for id in ids}
-        raw = self._conn.gets(list(wanted.values()))
-        return {
-            id: self.spec.record(id, key, value)
-            for (id, key), value in zip(wanted.items(), raw, strict=True)
-        }
+        with telemetry.operation("get_many", self.spec.kind, self.spec.keys.namespace, None):
+            if isinstance(ids, (str, bytes)):
+                raise TypeError(f"ids must be an iterable of ids, not one {type(ids).__name__}")
+            wanted = {id: self.spec.key(id) for id in ids}
+            raw = self._conn.gets(list(wanted.values()))
+            return {
+                id: self.spec.record(id, key, value)
+                for (id, key), value in zip(wanted.items(), raw, strict=True)
+            }
 
     def put(
         self,
@@ -260,9 +262,10 @@ class Collection:
         for attempt in range(limit):
             current = self.spec.record(id, key, self._conn.get(key))
             expected = 0 if current is None else current.version
-            data = fn({} if current is None else current.data)
-            if inspect.isawaitable(data):
-                data = sync_resolve(data)
+            with telemetry.caller():  # what fn does is its own operations
+                data = fn({} if current is None else current.data)
+                if inspect.isawaitable(data):
+                    data = sync_resolve(data)
             if user_fn:  # a merge's own fallback may fold a null patch into null
                 check_updated(fn, data, key)
             try:
@@ -422,19 +425,20 @@ class Collection:
         Raises:
             SchemaError: the record is newer than this code knows.
         """
-        key = self.spec.key(id)
-        for attempt in range(self.attempts):
-            raw = self._conn.get(key)
-            if raw is None or not self.spec.outdated(key, raw):
-                return False  # gone (never brought back) or brought up to date meanwhile
-            current = self.spec.record(id, key, raw)
-            assert current is not None  # raw is not None
-            try:
-                self._put(id, key, current.data, current.version, 0, True, lease)
-                return True
-            except ConflictError:
-                sync_sleep(backoff_delay(attempt))
-        raise ConflictError(key, -1, -1)
+        with telemetry.operation("upgrade", self.spec.kind, self.spec.keys.namespace, id):
+            key = self.spec.key(id)
+            for attempt in range(self.attempts):
+                raw = self._conn.get(key)
+                if raw is None or not self.spec.outdated(key, raw):
+                    return False  # gone (never brought back) or brought up to date meanwhile
+                current = self.spec.record(id, key, raw)
+                assert current is not None  # raw is not None
+                try:
+                    self._put(id, key, current.data, current.version, 0, True, lease)
+                    return True
+                except ConflictError:
+                    sync_sleep(backoff_delay(attempt))
+            raise ConflictError(key, -1, -1)
 
     def touch(self, id: str, *, ttl: TTL = DEFAULT, lease: Any = None) -> bool:
         """Reset the TTL to ``ttl`` or the collection's (``None`` removes it); one script.
@@ -480,7 +484,8 @@ class Collection:
 
     def ttl(self, id: str) -> float | None:
         """Seconds left (PTTL): None if absent, ``math.inf`` if it never expires."""
-        return ttl_seconds(self._conn.pttl(self.spec.key(id)))
+        with telemetry.operation("ttl", self.spec.kind, self.spec.keys.namespace, id):
+            return ttl_seconds(self._conn.pttl(self.spec.key(id)))
 
     def ids(self) -> Iterator[str]:
         """Every id in the collection (SCAN, never KEYS). Like SCAN, an id may be
@@ -513,36 +518,37 @@ class Users(Collection):
             IntegrityError: an index entry redistate did not write (nothing of it
                 deleted, the entry left on the index).
         """
-        keys = self.spec.keys
-        profile = self.spec.key(user)
-        index = keys.user_index(user)
-        report = ErasureReport(user)
-        for _ in range(_ERASE_ROUNDS):  # again until empty: what was registered meanwhile
-            members = self._conn.idempotent("SMEMBERS", index)
-            todo = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
-            if not todo:
-                break
-            for item in todo:
-                data, memory = entity_keys(keys, item)
-                # Off the index first: a write registering it again after this is seen
-                # by the next round (its SADD comes before its data).
-                self._conn.idempotent("SREM", index, item)
-                try:
-                    existed = int(self._conn.idempotent("DEL", *data))
-                    if memory:
-                        self._conn.idempotent("DEL", *memory)
-                except BaseException:  # any failure, a cancellation too
-                    _put_back(self._conn, index, item)
-                    raise
-                report.note(item, existed > 0)
-        else:
-            raise RedistateError(
-                f"{user!r} still had data registered after {_ERASE_ROUNDS} rounds of "
-                f"erasure: stop the agents writing for it, then erase again"
-            )
-        report.profile = int(self._conn.idempotent("DEL", profile)) > 0
-        self._conn.idempotent("DEL", keys.writes(profile), index)
-        return report
+        with telemetry.operation("erase", self.spec.kind, self.spec.keys.namespace, user):
+            keys = self.spec.keys
+            profile = self.spec.key(user)
+            index = keys.user_index(user)
+            report = ErasureReport(user)
+            for _ in range(_ERASE_ROUNDS):  # again until empty: what was registered meanwhile
+                members = self._conn.idempotent("SMEMBERS", index)
+                todo = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
+                if not todo:
+                    break
+                for item in todo:
+                    data, memory = entity_keys(keys, item)
+                    # Off the index first: a write registering it again after this is seen
+                    # by the next round (its SADD comes before its data).
+                    self._conn.idempotent("SREM", index, item)
+                    try:
+                        existed = int(self._conn.idempotent("DEL", *data))
+                        if memory:
+                            self._conn.idempotent("DEL", *memory)
+                    except BaseException:  # any failure, a cancellation too
+                        _put_back(self._conn, index, item)
+                        raise
+                    report.note(item, existed > 0)
+            else:
+                raise RedistateError(
+                    f"{user!r} still had data registered after {_ERASE_ROUNDS} rounds of "
+                    f"erasure: stop the agents writing for it, then erase again"
+                )
+            report.profile = int(self._conn.idempotent("DEL", profile)) > 0
+            self._conn.idempotent("DEL", keys.writes(profile), index)
+            return report
 
 
 def _put_back(conn: Connection, index: str, item: str) -> None:
@@ -551,10 +557,10 @@ def _put_back(conn: Connection, index: str, item: str) -> None:
     try:
         conn.idempotent("SADD", index, item)
     except Exception as exc:  # a cancellation of the put-back itself goes on up
-        _log.error(
-            "erase: %r could not be put back on %r (%r): its data may remain unindexed; "
-            "SADD it there and erase again",
-            item,
-            index,
-            exc,
+        message = (
+            f"erase: {item!r} could not be put back on {index!r} ({exc!r}): its data may "
+            "remain unindexed; SADD it there and erase again"
         )
+        # Data left behind: a warning too, seen where the application set up no logging.
+        _log.error(message, extra={"redistate_event": "erase_unindexed", "redistate_key": index})
+        warnings.warn(message, RedistateWarning, stacklevel=2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -14,7 +15,7 @@ from ..core._io import async_resolve, async_sleep
 from ..core.batching import Call, Prepared
 from ..core.connection_async import AsyncConnection
 from ..core.durability import Durability
-from ..core.errors import ConflictError, InvalidId, RedistateError
+from ..core.errors import ConflictError, InvalidId, RedistateError, RedistateWarning
 from ..core.keys import KeySpace
 from ..core.scripts import script
 from .erasure import ErasureReport, entity_keys, entry
@@ -109,14 +110,15 @@ class AsyncCollection:
             CodecError: a stored payload cannot be decoded.
             TypeError: ``ids`` is a single str.
         """
-        if isinstance(ids, (str, bytes)):
-            raise TypeError(f"ids must be an iterable of ids, not one {type(ids).__name__}")
-        wanted = {id: self.spec.key(id) for id in ids}
-        raw = await self._conn.gets(list(wanted.values()))
-        return {
-            id: self.spec.record(id, key, value)
-            for (id, key), value in zip(wanted.items(), raw, strict=True)
-        }
+        with telemetry.operation("get_many", self.spec.kind, self.spec.keys.namespace, None):
+            if isinstance(ids, (str, bytes)):
+                raise TypeError(f"ids must be an iterable of ids, not one {type(ids).__name__}")
+            wanted = {id: self.spec.key(id) for id in ids}
+            raw = await self._conn.gets(list(wanted.values()))
+            return {
+                id: self.spec.record(id, key, value)
+                for (id, key), value in zip(wanted.items(), raw, strict=True)
+            }
 
     async def put(
         self,
@@ -259,9 +261,10 @@ class AsyncCollection:
         for attempt in range(limit):
             current = self.spec.record(id, key, await self._conn.get(key))
             expected = 0 if current is None else current.version
-            data = fn({} if current is None else current.data)
-            if inspect.isawaitable(data):
-                data = await async_resolve(data)
+            with telemetry.caller():  # what fn does is its own operations
+                data = fn({} if current is None else current.data)
+                if inspect.isawaitable(data):
+                    data = await async_resolve(data)
             if user_fn:  # a merge's own fallback may fold a null patch into null
                 check_updated(fn, data, key)
             try:
@@ -423,19 +426,20 @@ class AsyncCollection:
         Raises:
             SchemaError: the record is newer than this code knows.
         """
-        key = self.spec.key(id)
-        for attempt in range(self.attempts):
-            raw = await self._conn.get(key)
-            if raw is None or not self.spec.outdated(key, raw):
-                return False  # gone (never brought back) or brought up to date meanwhile
-            current = self.spec.record(id, key, raw)
-            assert current is not None  # raw is not None
-            try:
-                await self._put(id, key, current.data, current.version, 0, True, lease)
-                return True
-            except ConflictError:
-                await async_sleep(backoff_delay(attempt))
-        raise ConflictError(key, -1, -1)
+        with telemetry.operation("upgrade", self.spec.kind, self.spec.keys.namespace, id):
+            key = self.spec.key(id)
+            for attempt in range(self.attempts):
+                raw = await self._conn.get(key)
+                if raw is None or not self.spec.outdated(key, raw):
+                    return False  # gone (never brought back) or brought up to date meanwhile
+                current = self.spec.record(id, key, raw)
+                assert current is not None  # raw is not None
+                try:
+                    await self._put(id, key, current.data, current.version, 0, True, lease)
+                    return True
+                except ConflictError:
+                    await async_sleep(backoff_delay(attempt))
+            raise ConflictError(key, -1, -1)
 
     async def touch(self, id: str, *, ttl: TTL = DEFAULT, lease: Any = None) -> bool:
         """Reset the TTL to ``ttl`` or the collection's (``None`` removes it); one script.
@@ -481,7 +485,8 @@ class AsyncCollection:
 
     async def ttl(self, id: str) -> float | None:
         """Seconds left (PTTL): None if absent, ``math.inf`` if it never expires."""
-        return ttl_seconds(await self._conn.pttl(self.spec.key(id)))
+        with telemetry.operation("ttl", self.spec.kind, self.spec.keys.namespace, id):
+            return ttl_seconds(await self._conn.pttl(self.spec.key(id)))
 
     async def ids(self) -> AsyncIterator[str]:
         """Every id in the collection (SCAN, never KEYS). Like SCAN, an id may be
@@ -514,36 +519,37 @@ class AsyncUsers(AsyncCollection):
             IntegrityError: an index entry redistate did not write (nothing of it
                 deleted, the entry left on the index).
         """
-        keys = self.spec.keys
-        profile = self.spec.key(user)
-        index = keys.user_index(user)
-        report = ErasureReport(user)
-        for _ in range(_ERASE_ROUNDS):  # again until empty: what was registered meanwhile
-            members = await self._conn.idempotent("SMEMBERS", index)
-            todo = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
-            if not todo:
-                break
-            for item in todo:
-                data, memory = entity_keys(keys, item)
-                # Off the index first: a write registering it again after this is seen
-                # by the next round (its SADD comes before its data).
-                await self._conn.idempotent("SREM", index, item)
-                try:
-                    existed = int(await self._conn.idempotent("DEL", *data))
-                    if memory:
-                        await self._conn.idempotent("DEL", *memory)
-                except BaseException:  # any failure, a cancellation too
-                    await _put_back(self._conn, index, item)
-                    raise
-                report.note(item, existed > 0)
-        else:
-            raise RedistateError(
-                f"{user!r} still had data registered after {_ERASE_ROUNDS} rounds of "
-                f"erasure: stop the agents writing for it, then erase again"
-            )
-        report.profile = int(await self._conn.idempotent("DEL", profile)) > 0
-        await self._conn.idempotent("DEL", keys.writes(profile), index)
-        return report
+        with telemetry.operation("erase", self.spec.kind, self.spec.keys.namespace, user):
+            keys = self.spec.keys
+            profile = self.spec.key(user)
+            index = keys.user_index(user)
+            report = ErasureReport(user)
+            for _ in range(_ERASE_ROUNDS):  # again until empty: what was registered meanwhile
+                members = await self._conn.idempotent("SMEMBERS", index)
+                todo = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
+                if not todo:
+                    break
+                for item in todo:
+                    data, memory = entity_keys(keys, item)
+                    # Off the index first: a write registering it again after this is seen
+                    # by the next round (its SADD comes before its data).
+                    await self._conn.idempotent("SREM", index, item)
+                    try:
+                        existed = int(await self._conn.idempotent("DEL", *data))
+                        if memory:
+                            await self._conn.idempotent("DEL", *memory)
+                    except BaseException:  # any failure, a cancellation too
+                        await _put_back(self._conn, index, item)
+                        raise
+                    report.note(item, existed > 0)
+            else:
+                raise RedistateError(
+                    f"{user!r} still had data registered after {_ERASE_ROUNDS} rounds of "
+                    f"erasure: stop the agents writing for it, then erase again"
+                )
+            report.profile = int(await self._conn.idempotent("DEL", profile)) > 0
+            await self._conn.idempotent("DEL", keys.writes(profile), index)
+            return report
 
 
 async def _put_back(conn: AsyncConnection, index: str, item: str) -> None:
@@ -552,10 +558,10 @@ async def _put_back(conn: AsyncConnection, index: str, item: str) -> None:
     try:
         await conn.idempotent("SADD", index, item)
     except Exception as exc:  # a cancellation of the put-back itself goes on up
-        _log.error(
-            "erase: %r could not be put back on %r (%r): its data may remain unindexed; "
-            "SADD it there and erase again",
-            item,
-            index,
-            exc,
+        message = (
+            f"erase: {item!r} could not be put back on {index!r} ({exc!r}): its data may "
+            "remain unindexed; SADD it there and erase again"
         )
+        # Data left behind: a warning too, seen where the application set up no logging.
+        _log.error(message, extra={"redistate_event": "erase_unindexed", "redistate_key": index})
+        warnings.warn(message, RedistateWarning, stacklevel=2)

@@ -173,9 +173,10 @@ class AsyncTaskRun(AsyncWithGuard):
         except LockLost as exc:
             raise LockLost(f"{exc}: step {name!r} was not run") from None
         try:
-            result = fn(*args, **kwargs)
-            if inspect.isawaitable(result):
-                result = await async_resolve(result)
+            with telemetry.caller():  # the tool's own store calls are its own operations
+                result = fn(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await async_resolve(result)
         except AwaitableInSync:
             raise  # the caller's mistake, not the step's failure
         except Exception as exc:
@@ -192,10 +193,15 @@ class AsyncTaskRun(AsyncWithGuard):
             record = spec.done(key, name, idempotent, fence, started, ended, result)
         except (CodecError, StateTooLarge) as exc:
             # Its effect happened: calling it again by accident must not be silent.
+            telemetry.event("redistate.steps", outcome="failed")
             await self._record(name, spec.failed(key, name, idempotent, fence, started,
                                                  ended, exc))  # fmt: skip
             raise
-        step = await self._record(name, record)
+        try:
+            step = await self._record(name, record)
+        except LockLost:  # ran, and a successor holds the task: its result is not kept
+            telemetry.event("redistate.steps", outcome="refused")
+            raise
         telemetry.event("redistate.steps", outcome="recorded")
         return step.result
 
