@@ -582,6 +582,8 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
 }
 
 
+# The checks run before anything is sent, the same whatever the server: one server.
+@pytest.mark.parametrize("server_backend", ["redis7"], indirect=True)
 @pytest.mark.parametrize("case", sorted(CRAFTED))
 def test_a_crafted_line_of_each_kind_is_named_and_nothing_is_imported(
     server_backend: Backend, namespace: str, tmp_path: Path, case: str
