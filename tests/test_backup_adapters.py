@@ -28,7 +28,7 @@ from redistate.pydantic_ai import RedistateConversationStore
 from tests.backup_edits import edit_line
 from tests.conftest import Backend
 from tests.test_backup_kinds import contents
-from tests.test_cli_backup import Cli, _dump, assert_import_refused, delete_namespace
+from tests.test_cli_backup import Cli, _dump, _rewrite, _server_us, delete_namespace
 from tests.workers import pai_turn
 
 CLAUDE, PROJECT = kinds.CLAUDE.name, kinds.CLAUDE_PROJECT.name
@@ -582,7 +582,8 @@ CRAFTED: dict[str, tuple[Any, str, str]] = {
 }
 
 
-# The checks run before anything is sent, the same whatever the server: one server.
+# The checks run before anything is sent, the same whatever the server: one server, and
+# through the library (tests/test_backup_kinds.py runs its crafted lines through the CLI).
 @pytest.mark.parametrize("server_backend", ["redis7"], indirect=True)
 @pytest.mark.parametrize("case", sorted(CRAFTED))
 def test_a_crafted_line_of_each_kind_is_named_and_nothing_is_imported(
@@ -595,4 +596,16 @@ def test_a_crafted_line_of_each_kind_is_named_and_nothing_is_imported(
     with Store(server_backend.sync_client(), namespace=namespace) as store:
         store.users.put("live", {"a": 1})  # live data, left as it is
     edit, label, message = CRAFTED[case]
-    assert_import_refused(server_backend, namespace, path, edit, label, message)
+    bad = _rewrite(path, lambda lines: edit(lines, _server_us(server_backend)))
+    pairs = zip(path.read_bytes().splitlines(), bad.read_bytes().splitlines(), strict=True)
+    line = 1 + next(n for n, (a, b) in enumerate(pairs) if a != b)
+    before = _dump(server_backend, namespace)
+    for force in (False, True):
+        with (
+            Store(server_backend.sync_client(), namespace=namespace) as store,
+            pytest.raises(BadFile) as refused,
+        ):
+            store.admin.import_file(bad, force=force)
+        assert str(refused.value).startswith(f"{bad}:{line}: {label}"), refused.value
+        assert message in str(refused.value), refused.value
+        assert _dump(server_backend, namespace) == before
