@@ -513,7 +513,9 @@ def test_the_lease_renewer_carries_no_callers_context(
             stores.append(lease_store)
             handled.append(asyncio.Event())
             with tracer.start_as_current_span("request A"):
-                first = await lease_store.lock("a", ttl=1).acquire()  # starts the renewer
+                # Starts the renewer; a long TTL: a loaded machine's stalls must not
+                # lose it before its release below.
+                first = await lease_store.lock("a", ttl=30).acquire()
             with tracer.start_as_current_span("request B"):
                 second = await lease_store.lock("b", ttl=1, on_lost=on_lost).acquire()
             assert second.held
