@@ -16,6 +16,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .core import telemetry
 from .core._io import WithGuard, sync_resolve
 from .core.batching import Pending, Prepared
 from .core.durability import Durability
@@ -101,6 +102,10 @@ class Batch(WithGuard):
         writes = self._writes
         if not writes:
             return
+        with telemetry.operation("batch", "", self._store.keys.namespace, batch=len(writes)):
+            self._send(writes)
+
+    def _send(self, writes: list[tuple[Prepared, Pending[Any]]]) -> None:
         try:
             replies = self._conn.writes([p.call for p, _ in writes], self._replicas)
         except BaseException as exc:  # nothing came back (first contact, cancellation)

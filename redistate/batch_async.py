@@ -15,6 +15,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .core import telemetry
 from .core._io import AsyncWithGuard, async_resolve
 from .core.batching import Pending, Prepared
 from .core.durability import Durability
@@ -100,6 +101,10 @@ class AsyncBatch(AsyncWithGuard):
         writes = self._writes
         if not writes:
             return
+        with telemetry.operation("batch", "", self._store.keys.namespace, batch=len(writes)):
+            await self._send(writes)
+
+    async def _send(self, writes: list[tuple[Prepared, Pending[Any]]]) -> None:
         try:
             replies = await self._conn.writes([p.call for p, _ in writes], self._replicas)
         except BaseException as exc:  # nothing came back (first contact, cancellation)

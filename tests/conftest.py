@@ -246,6 +246,15 @@ def roundtrips(server_backend: Backend) -> Iterator[RoundTrips]:
     counter.close()
 
 
+@pytest.fixture
+def seen() -> Iterator[Any]:
+    """Telemetry on for the test, read in memory (tests/telemetry.py's Seen)."""
+    from tests.telemetry import watch
+
+    with watch() as found:
+        yield found
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The fault-injection counts (tests/test_faults.py), one row per fault and backend."""
     from tests.faults import LEASE_REPORTS, REPORTS, lease_table, table

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from ..core import telemetry
 from ..core.errors import InvalidId
 from ..core.kinds import claim
 from . import backup_async, migrate_async, rotate_async, stats_async
@@ -56,7 +57,8 @@ class AsyncAdmin:
         (redistate.admin.backup_format); ``progress(n)``: n more keys scanned. Each
         entity is read atomically; the file is not one point-in-time snapshot of the
         whole namespace. Left out: held leases, wake-up lists, write memories."""
-        return await backup_async.export(self._store, self._conn, sink, progress)
+        with telemetry.operation("export", "", self._store.keys.namespace):
+            return await backup_async.export(self._store, self._conn, sink, progress)
 
     async def import_file(
         self,
@@ -71,9 +73,10 @@ class AsyncAdmin:
         and nothing is written. Newer (or, for streams, sessions and threads,
         different) stored entities are kept and counted as refused unless ``force``;
         nothing the file does not replace is deleted; fences are never lowered."""
-        return await backup_async.import_file(
-            self._store, self._conn, path, namespace=namespace, force=force, progress=progress
-        )
+        with telemetry.operation("import", "", self._store.keys.namespace):
+            return await backup_async.import_file(
+                self._store, self._conn, path, namespace=namespace, force=force, progress=progress
+            )
 
     async def stats(
         self, samples: int = 200, expect_ttl: Iterable[str] = (), seed: int = 0
@@ -81,13 +84,17 @@ class AsyncAdmin:
         """Keys, bytes and the largest entities per key kind; keys without a TTL in
         sessions and the ``expect_ttl`` kinds. Bytes: MEMORY USAGE of up to ``samples``
         keys per kind, extrapolated (payload bytes, "estimated", without it)."""
-        return await stats_async.collect(self._conn, self._store.keys, samples, expect_ttl, seed)
+        with telemetry.operation("stats", "", self._store.keys.namespace):
+            return await stats_async.collect(
+                self._conn, self._store.keys, samples, expect_ttl, seed
+            )
 
     async def migrate(self, advance: Callable[[int], None] = lambda n: None) -> MigrateReport:
         """Write back every record, checkpoint and audit event stored at an older
         schema, migrated by ``store.migrations``. Values newer than those steps are
         counted in ``newer`` and left as they are."""
-        return await migrate_async.migrate(self._store, self._conn, advance)
+        with telemetry.operation("migrate", "", self._store.keys.namespace):
+            return await migrate_async.migrate(self._store, self._conn, advance)
 
     async def rotate_keys(self) -> RotateReport:
         """Re-encrypt every value the store's codec encodes with its primary key, and
@@ -98,4 +105,5 @@ class AsyncAdmin:
             RedistateError: the store has neither an EncryptedCodec nor signing keys.
             IntegrityError: a value does not decrypt (nothing after it is rewritten).
         """
-        return await rotate_async.rotate(self._store, self._conn)
+        with telemetry.operation("rotate_keys", "", self._store.keys.namespace):
+            return await rotate_async.rotate(self._store, self._conn)

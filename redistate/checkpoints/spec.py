@@ -241,7 +241,7 @@ class CheckpointDeleteArgs:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointDeleteReply:
-    """A checkpoint_delete reply: how many keys it deleted (1 for a resend of a delete
+    """A checkpoint_delete reply: how many keys it deleted (-1: a resend of a delete
     that deleted some)."""
 
     removed: int
@@ -252,7 +252,7 @@ class CheckpointDeleteReply:
 
     @property
     def deleted(self) -> bool:
-        return self.removed > 0
+        return self.removed != 0
 
     @property
     def wrote(self) -> bool:

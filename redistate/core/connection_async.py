@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -81,6 +82,7 @@ _RELOADS = 5
 # left out only keeps its entries until they expire with the memory.
 _ACKS = 4096
 _NO_REPLY: Final = object()  # script() raised before a reply came back
+_UNTRACED: Final = contextlib.nullcontext()  # a scan page of no operation's
 logger = logging.getLogger("redistate")
 # Servers this process warned about running scripts by EVALSHA (a denied FUNCTION LOAD
 # or FCALL): once per server and process, as the server check warns.
@@ -1152,21 +1154,25 @@ class AsyncConnection:
                 pipe.lrange(key, start, stop)
             return list(await pipe.execute())
 
-    async def scan(self, pattern: str, count: int = 1000) -> AsyncIterator[bytes]:
+    async def scan(
+        self, pattern: str, count: int = 1000, traced: tuple[str, str, str] | None = None
+    ) -> AsyncIterator[bytes]:
         """Every key matching ``pattern``: SCAN (never KEYS) on the server, or on each
-        primary of a cluster in turn."""
+        primary of a cluster in turn. ``traced``: (name, kind, namespace) of a span per
+        page (a span around a generator would stay open while its caller works)."""
         if self._unready:
             await self._ready()
         for node in await self._scan_targets():
             cursor: int = 0
             while True:
                 started = time.monotonic()
-                try:
-                    cursor, batch = await self._scan(cursor, pattern, count, node)
-                except ERRORS as exc:
-                    # The same cursor again: SCAN is a read, resending it is harmless.
-                    retry = functools.partial(self._scan, cursor, pattern, count, node)
-                    cursor, batch = await self._recover(exc, retry, started, None, "scan")
+                with telemetry.operation(*traced) if traced else _UNTRACED:
+                    try:
+                        cursor, batch = await self._scan(cursor, pattern, count, node)
+                    except ERRORS as exc:
+                        # The same cursor again: SCAN is a read, resending it is harmless.
+                        retry = functools.partial(self._scan, cursor, pattern, count, node)
+                        cursor, batch = await self._recover(exc, retry, started, None, "scan")
                 for key in batch:
                     yield cast(bytes, key)
                 if not cursor:
@@ -1183,6 +1189,7 @@ class AsyncConnection:
     async def _scan(
         self, cursor: int, pattern: str, count: int, node: Any
     ) -> tuple[int, list[Any]]:
+        telemetry.trip(None, self.address)
         if node is None:
             reply = await self.client.scan(cursor, match=pattern, count=count)
             return cast("tuple[int, list[Any]]", reply)

@@ -25,6 +25,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, Final, Generic, Protocol, TypeVar
 
+from . import telemetry
+
 __all__ = [
     "CLIENT_COMMANDS",
     "Parsed",
@@ -62,16 +64,24 @@ class Script:
     ARGV[a]`` line), the 0-based positions of the memory's key and of its argument,
     which the connection completes on each send (see ``rs_memory`` in _envelope.lua).
 
-    ``function``: its name in the server-side library (what FCALL takes)."""
+    ``function``: its name in the server-side library (what FCALL takes).
+
+    ``resent``: the replies (or a table reply's first elements) by which it says the
+    server recognised the call as a resend of one applied before (its header's
+    ``resent`` line); each is noted on the operation's span and metrics. Only a resend
+    can get one, so the check costs the usual reply one comparison."""
 
     name: str
     source: str
     sha: str
     memory: tuple[int, int] | None = None
     function: str = ""
+    resent: frozenset[int] = frozenset()
 
     def read(self, reply: Any) -> Any:
         """The reply a call returns."""
+        if self.resent:
+            _recognised(self.resent, reply)
         return reply
 
     def wrote(self, reply: Any) -> bool:
@@ -80,7 +90,9 @@ class Script:
 
     def replying(self, parse: Callable[[Any], P]) -> Parsed[P]:
         """This script, its replies parsed by ``parse`` (a reply type's ``parse``)."""
-        return Parsed(self.name, self.source, self.sha, self.memory, self.function, parse=parse)
+        return Parsed(
+            self.name, self.source, self.sha, self.memory, self.function, self.resent, parse=parse
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +103,20 @@ class Parsed(Script, Generic[P]):
     parse: Callable[[Any], P] = field(kw_only=True)
 
     def read(self, reply: Any) -> P:
+        if self.resent:
+            _recognised(self.resent, reply)
         return self.parse(reply)
 
     def wrote(self, reply: Any) -> bool:
         return bool(reply.wrote)
+
+
+def _recognised(codes: frozenset[int], reply: Any) -> None:
+    """Note a resend the server recognised (``reply`` or its first element in
+    ``codes``) on the current operation. A string or nil reply is never one."""
+    status = reply[0] if type(reply) is list and reply else reply
+    if type(status) is int and status in codes:
+        telemetry.note(telemetry.RESENT)
 
 
 # Commands redistate sends itself, outside Lua (ACL names: lowercase, "cmd|sub"), and
@@ -349,7 +371,8 @@ def script(name: str) -> Script:
     libraries = "".join(_read(lib) for lib in needed)
     source = _acl_prelude(name) + libraries + _read(name)
     sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
-    return Script(name, source, sha, _memory(name), f"{library()[0]}_{name}")
+    function = f"{library()[0]}_{name}"
+    return Script(name, source, sha, _memory(name), function, _resent(name))
 
 
 # Commands that never write: a script calling only these is registered "no-writes"
@@ -428,6 +451,25 @@ def _memory(name: str) -> tuple[int, int] | None:
             raise KeyError(f"{name} calls rs_memory but its header has no 'memory' line")
         return None
     return int(found.group(1)) - 1, int(found.group(2)) - 1
+
+
+_RESENT: Final = re.compile(r"^resent +(never|-?\d+(?: +-?\d+)*)$", re.M)
+
+
+def _resent(name: str) -> frozenset[int]:
+    """The replies by which script ``name`` says it recognised a resend, from its
+    header's ``resent`` line: numbers, or ``never`` (a script whose write memory only
+    remembers). A script with a ``memory`` line must have one: a resend it recognises
+    and does not say would go uncounted."""
+    header = _read(name).split("]]", 1)[0]
+    found = _RESENT.search(header)
+    if found is None:
+        if _MEMORY.search(header):
+            raise KeyError(f"{name} has a 'memory' line but no 'resent' line")
+        return frozenset()
+    if found.group(1) == "never":
+        return frozenset()
+    return frozenset(int(code) for code in found.group(1).split())
 
 
 def names() -> tuple[str, ...]:

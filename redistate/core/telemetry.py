@@ -224,15 +224,14 @@ class _Operation:
         self, state: _Instruments, name: str, kind: str, namespace: str, timed: bool
     ) -> None:
         self.state, self.timed, self.served = state, timed, False
-        # Low cardinality: the operation and the kind (a collection's name for records).
-        self.metrics: dict[str, Any] = {
-            "db.system.name": "redis",
-            "db.operation.name": name,
-            "db.collection.name": kind,
-        }
+        # Low cardinality: the operation and the kind (a collection's name for records);
+        # no kind for one that spans many (a batch, an export).
+        self.metrics: dict[str, Any] = {"db.system.name": "redis", "db.operation.name": name}
+        if kind:
+            self.metrics["db.collection.name"] = kind
         self.attributes: dict[str, Any] = {
             **self.metrics,
-            "db.query.summary": f"{name} {kind}",
+            "db.query.summary": f"{name} {kind}" if kind else name,
             NAMESPACE: namespace,
             ROUND_TRIPS: 0,
         }
@@ -295,6 +294,8 @@ class _Operation:
 # An exception that means an outcome redistate counts: its span attribute and counter.
 _OUTCOMES: Final = {
     "ConflictError": (CONFLICT, "redistate.conflicts"),
+    # pydantic-ai's own: the conversation store raises it where a record's would conflict.
+    "ConversationConflict": (CONFLICT, "redistate.conflicts"),
     "LockLost": (FENCED_OUT, "redistate.fenced_out"),
     "IntegrityError": ("redistate.integrity_failure", "redistate.integrity_failures"),
     "StoreFull": ("redistate.store_full", "redistate.store_full"),
@@ -354,18 +355,27 @@ def _error_type(exc: BaseException) -> str:
 
 
 def operation(
-    name: str, kind: str, namespace: str, entity: str | None = None, timed: bool = True
+    name: str,
+    kind: str,
+    namespace: str,
+    entity: object = None,
+    timed: bool = True,
+    batch: int = 0,
 ) -> Any:
     """The context manager around one public operation: ``name`` ("put"), ``kind``
     (the collection or kind: "session"), the store's ``namespace``, the ``entity`` id
-    (an attribute only with ``record_ids``). ``timed=False``: an operation that runs
-    the caller's code (a step), left out of db.client.operation.duration."""
+    (an attribute only with ``record_ids``, and only a str: an adapter passes what
+    its caller gave, before checking it). ``timed=False``: an operation that runs the
+    caller's code (a step), left out of db.client.operation.duration. ``batch``: how
+    many writes a batch sends (``db.operation.batch.size``, set from 2 on)."""
     state = _state
     if state is None:
         return _NOTHING
     op = _Operation(state, name, kind, namespace, timed)
-    if entity is not None and state.record_ids:
+    if isinstance(entity, str) and state.record_ids:
         op.attributes[ENTITY_ID] = entity
+    if batch > 1:
+        op.attributes["db.operation.batch.size"] = batch
     return op
 
 

@@ -155,7 +155,7 @@ class LockReleaseReply:
 
     @classmethod
     def parse(cls, reply: Any) -> LockReleaseReply:
-        return cls(int(reply) == 1)
+        return cls(int(reply) != 0)  # 2: by an earlier send of this release
 
     @property
     def wrote(self) -> bool:

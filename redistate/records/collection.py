@@ -25,8 +25,6 @@ from .spec import (
     DEFAULT,
     TTL,
     Compaction,
-    MergeStatus,
-    PutStatus,
     Record,
     RecordCompactReply,
     RecordDeleteArgs,
@@ -205,8 +203,6 @@ class Collection:
         )
 
         def finish(reply: RecordPutReply) -> Record:
-            if reply.status in (PutStatus.RESENT, PutStatus.REPLACED):
-                telemetry.note(telemetry.RESENT)  # its write id: applied once
             return self.spec.written(id, key, data, expected, reply, ttl_ms, keep)
 
         return Prepared("put", Call(_PUT, keys, args.argv(), wid, lease), finish)
@@ -343,8 +339,6 @@ class Collection:
         )
 
         def finish(reply: RecordMergeReply) -> Record:
-            if reply.status is MergeStatus.RESENT:
-                telemetry.note(telemetry.RESENT)  # its write id: applied once
             return self._merged(id, key, payload, reply, wid, ttl, lease, durability, returning)
 
         return Prepared("merge", Call(_MERGE, keys, args.argv(), wid, lease), finish)
@@ -490,8 +484,9 @@ class Collection:
     def ids(self) -> Iterator[str]:
         """Every id in the collection (SCAN, never KEYS). Like SCAN, an id may be
         reported twice if the keyspace is rehashed during the scan."""
-        keys = self.spec.keys
-        for key in self._conn.scan(keys.record_pattern(self.spec.kind)):
+        keys, kind = self.spec.keys, self.spec.kind
+        traced = ("ids", kind, keys.namespace)
+        for key in self._conn.scan(keys.record_pattern(kind), traced=traced):
             try:
                 yield keys.record_id(self.spec.kind, key)
             except InvalidId:

@@ -305,7 +305,7 @@ class RecordDeleteReply:
 
     @classmethod
     def parse(cls, reply: Any) -> RecordDeleteReply:
-        return cls(int(reply[0]) == 1, int(reply[1]))
+        return cls(int(reply[0]) != 0, int(reply[1]))  # 2: a resend of one made
 
     @property
     def wrote(self) -> bool:

@@ -488,7 +488,7 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     (RecordMergeReply.parse, [4, 0], RecordMergeReply(MergeStatus.REFUSED, size=0), False),
     # record_delete: deleted, a resend of a delete made, absent or another version.
     (RecordDeleteReply.parse, [1, 17], RecordDeleteReply(True, 17), True),
-    (RecordDeleteReply.parse, [1, 0], RecordDeleteReply(True, 0), True),
+    (RecordDeleteReply.parse, [2, 0], RecordDeleteReply(True, 0), True),
     (RecordDeleteReply.parse, [0, 0], RecordDeleteReply(False, 0), False),
     (RecordDeleteReply.parse, [0, 18], RecordDeleteReply(False, 18), False),
     # record_touch: nil, with the value, without it ("").
@@ -521,6 +521,7 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     # checkpoint_delete: keys deleted; a resend; nothing.
     (CheckpointDeleteReply.parse, 4, CheckpointDeleteReply(4), True),
     (CheckpointDeleteReply.parse, 1, CheckpointDeleteReply(1), True),
+    (CheckpointDeleteReply.parse, -1, CheckpointDeleteReply(-1), True),
     (CheckpointDeleteReply.parse, 0, CheckpointDeleteReply(0), False),
     # checkpoint_find: found, not found.
     (CheckpointFindReply.parse, [[b"e"], [b"b"]], CheckpointFindReply((b"e",), (b"b",)), False),
@@ -532,6 +533,7 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     (LockExtendReply.parse, 1, LockExtendReply(True), True),
     (LockExtendReply.parse, 0, LockExtendReply(False), False),
     (LockReleaseReply.parse, 1, LockReleaseReply(True), True),
+    (LockReleaseReply.parse, 2, LockReleaseReply(True), True),
     (LockReleaseReply.parse, 0, LockReleaseReply(False), False),
     (LockAbandonReply.parse, 1, LockAbandonReply(True), True),
     (LockAbandonReply.parse, 0, LockAbandonReply(False), False),

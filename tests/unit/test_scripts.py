@@ -6,6 +6,7 @@ import hashlib
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -250,6 +251,46 @@ def test_a_script_parsing_a_memory_argument_must_declare_it(
     monkeypatch.setattr(scripts, "_code", lambda name: "local m = rs_memory(ARGV[1])")
     with pytest.raises(KeyError, match="no 'memory' line"):
         scripts._memory("x")
+
+
+@pytest.mark.parametrize("name", scripts.names())
+def test_a_script_with_a_write_memory_says_which_replies_are_resends(name: str) -> None:
+    """Each code of the ``resent`` line is a reply its ``returns`` line describes as a
+    resend, and each ``rs_resent`` call returns one of them (or the script answers a
+    resend without noting it: record_compact, which only remembers)."""
+    run = script(name)
+    header = _lua_files()[name].split("]]", 1)[0]
+    declared = re.search(r"^resent +(.*)$", header, re.M)
+    assert (run.memory is None) or declared, name
+    if declared is None:
+        assert not run.resent
+        return
+    returns = header.split("\nreturns", 1)[1].split("\nerrors", 1)[0]
+    for code in run.resent:
+        # "{2": a table whose first element is the code; "2:" / "-1:" a bare reply.
+        assert re.search(rf"(\{{{code}\b|(^|\s|;){code}[:;= ])", returns), (name, code)
+    assert "resen" in returns or declared.group(1) == "never", name
+
+
+def test_a_script_with_a_write_memory_must_say_how_it_answers_a_resend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(scripts, "_read", lambda name: "--[[ x\nmemory   KEYS[1] ARGV[1]\n]]")
+    with pytest.raises(KeyError, match="no 'resent' line"):
+        scripts._resent("x")
+
+
+@pytest.mark.parametrize(
+    ("reply", "noted"),
+    [([2, 5], True), (2, True), ([1, 5], False), (b"2,0,0", False), (None, False), ([], False)],
+)
+def test_only_a_reply_the_script_declares_is_noted_as_a_resend(reply: Any, noted: bool) -> None:
+    from tests.telemetry import watch
+
+    run = Script("x", "", "", resent=frozenset({2}))
+    with watch() as seen:
+        assert run.read(reply) == reply
+        assert seen.total("redistate.resends") == (1 if noted else 0)
 
 
 # -- the function library --------------------------------------------------------------

@@ -16,8 +16,10 @@ from agents.items import TResponseInputItem
 from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
+from ...core import telemetry
 from ...core._ttl import check_ttl
 from ...core.errors import CodecError, IntegrityError, InvalidId, StateTooLarge
+from ...core.kinds import AGENTS
 from ...core.scripts import Script, script
 from ...records.spec import new_write_id
 from ...store import Store
@@ -108,6 +110,7 @@ class RedistateSession(SessionABC):
                 raise InvalidId(f"user: {exc}") from None
         self.session_id = session_id
         self.user = user
+        self._ns = store.keys.namespace
         # Registered once per object, before its first write (reads register nothing).
         self._registered = user is None
         self.store = store
@@ -163,21 +166,22 @@ class RedistateSession(SessionABC):
         negative limit all, and an item the store's codec cannot read (not JSON;
         encrypted with another key, or copied from another session) is skipped and
         logged, ``limit`` counting the items returned."""
-        if limit is None:
-            limit = self.session_settings.limit if self.session_settings else None
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
-            raise TypeError(f"limit must be an int or None, got {type(limit).__name__}")
-        if limit == 0:
-            return []
-        if limit is None or limit < 0:
-            return self._readable(await self._read(0))
-        window = limit
-        while True:  # a wider window only when unreadable items sit among the newest
-            raw = await self._read(-window)
-            items = self._readable(raw)
-            if len(items) >= limit or len(raw) < window:
-                return items[-limit:]
-            window *= 2
+        with telemetry.operation("get_items", AGENTS.name, self._ns, self.session_id):
+            if limit is None:
+                limit = self.session_settings.limit if self.session_settings else None
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+                raise TypeError(f"limit must be an int or None, got {type(limit).__name__}")
+            if limit == 0:
+                return []
+            if limit is None or limit < 0:
+                return self._readable(await self._read(0))
+            window = limit
+            while True:  # a wider window only when unreadable items sit among the newest
+                raw = await self._read(-window)
+                items = self._readable(raw)
+                if len(items) >= limit or len(raw) < window:
+                    return items[-limit:]
+                window *= 2
 
     async def _read(self, start: int) -> list[bytes]:
         if self._async is not None:
@@ -211,44 +215,49 @@ class RedistateSession(SessionABC):
             CodecError: an item the codec cannot encode (not JSON, NaN...).
             StateTooLarge: an encoded item over ``max_bytes``.
         """
-        if not isinstance(items, list | tuple):
-            raise TypeError(f"items must be a list, got {type(items).__name__}")
-        if not items:
-            return
-        encoded: list[bytes] = []
-        for i, item in enumerate(items):
-            try:
-                data = self._codec.encode(item, self._context)
-            except CodecError as exc:
-                raise CodecError(f"item {i} of {len(items)} for {self._key!r}: {exc}") from exc
-            if len(data) > self._max_bytes:
-                raise StateTooLarge(len(data), self._max_bytes, self._key)
-            encoded.append(data)
-        wid = new_write_id()
-        args = AgentsAddArgs(self._ttl_ms, self._max_items, self._memory_ms, wid, tuple(encoded))
-        if not self._registered:
-            await self._register()
-        await _to_the_end(self._script(_ADD, args.argv(), wid))
+        with telemetry.operation("add_items", AGENTS.name, self._ns, self.session_id):
+            if not isinstance(items, list | tuple):
+                raise TypeError(f"items must be a list, got {type(items).__name__}")
+            if not items:
+                return
+            encoded: list[bytes] = []
+            for i, item in enumerate(items):
+                try:
+                    data = self._codec.encode(item, self._context)
+                except CodecError as exc:
+                    raise CodecError(f"item {i} of {len(items)} for {self._key!r}: {exc}") from exc
+                if len(data) > self._max_bytes:
+                    raise StateTooLarge(len(data), self._max_bytes, self._key)
+                encoded.append(data)
+            wid = new_write_id()
+            args = AgentsAddArgs(
+                self._ttl_ms, self._max_items, self._memory_ms, wid, tuple(encoded)
+            )
+            if not self._registered:
+                await self._register()
+            await _to_the_end(self._script(_ADD, args.argv(), wid))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; None if there is none. As the SDK's
         SQLiteSession, an item the codec cannot read is dropped (and logged) and the
         next one popped."""
-        while True:
-            args = AgentsPopArgs(self._memory_ms, new_write_id())
-            reply: AgentsPopReply = await _to_the_end(self._script(_POP, args.argv()))
-            if reply.item is None:
-                return None
-            try:
-                return self._decode(reply.item)
-            except (CodecError, IntegrityError) as exc:
-                self._unreadable("dropped", exc)
+        with telemetry.operation("pop_item", AGENTS.name, self._ns, self.session_id):
+            while True:
+                args = AgentsPopArgs(self._memory_ms, new_write_id())
+                reply: AgentsPopReply = await _to_the_end(self._script(_POP, args.argv()))
+                if reply.item is None:
+                    return None
+                try:
+                    return self._decode(reply.item)
+                except (CodecError, IntegrityError) as exc:
+                    self._unreadable("dropped", exc)
 
     async def clear_session(self) -> None:
         """Delete every item of the session."""
-        wid = new_write_id()
-        args = AgentsClearArgs(self._memory_ms, wid)
-        await _to_the_end(self._script(_CLEAR, args.argv(), wid))
+        with telemetry.operation("clear_session", AGENTS.name, self._ns, self.session_id):
+            wid = new_write_id()
+            args = AgentsClearArgs(self._memory_ms, wid)
+            await _to_the_end(self._script(_CLEAR, args.argv(), wid))
 
     def __repr__(self) -> str:
         user = "" if self.user is None else f", user={self.user!r}"

@@ -26,8 +26,10 @@ from claude_agent_sdk.types import (
     SessionSummaryEntry,
 )
 
+from ...core import telemetry
 from ...core._ttl import check_ttl
 from ...core.errors import CodecError, ConflictError, InvalidId, StateTooLarge
+from ...core.kinds import CLAUDE
 from ...store import Store
 from ...store_async import AsyncStore
 from .spec import (
@@ -46,6 +48,11 @@ __all__ = ["RedistateSessionStore"]
 _ATTEMPTS: Final = 100  # folds in a row that another append overtook: then ConflictError
 _CACHED: Final = 1024  # sessions whose summary this store remembers between appends
 _MAX_BATCH: Final = 99_999  # entries per append (the script's limit)
+
+
+def _sid(key: object) -> object:
+    """A session key's id, for a span (set only with ``record_ids``, and only a str)."""
+    return key.get("session_id") if isinstance(key, dict) else None
 
 
 class RedistateSessionStore(SessionStore):
@@ -77,6 +84,7 @@ class RedistateSessionStore(SessionStore):
                 raise InvalidId(f"user: {exc}") from None
         self.store = store
         self.user = user
+        self._ns = store.keys.namespace
         self._ttl_ms = check_ttl(ttl)
         self._codec = store.codec
         self._max_bytes: int = store._max_bytes
@@ -121,47 +129,48 @@ class RedistateSessionStore(SessionStore):
             ConflictError: other appends to the session overtook this one's fold
                 100 times in a row (nothing written).
         """
-        project, sid, path, sub = self._key(key)
-        if not isinstance(entries, list | tuple):
-            raise TypeError(f"entries must be a list, got {type(entries).__name__}")
-        if len(entries) > _MAX_BATCH:
-            raise ValueError(
-                f"{len(entries)} entries in one append, over the limit of {_MAX_BATCH}"
-            )
-        batch: list[tuple[bytes, SessionStoreEntry, bytes]] = []
-        seen: set[bytes] = set()
-        where = context(path, sub)
-        for i, item in enumerate(entries):
-            if not isinstance(item, dict):
-                raise TypeError(f"entry {i} must be a dict, got {type(item).__name__}")
-            uuid = item.get("uuid")
-            if uuid is not None and not isinstance(uuid, str):
-                raise TypeError(
-                    f"entry {i}'s uuid must be a str, got {type(uuid).__name__}: {uuid!r:.80}"
+        with telemetry.operation("append", CLAUDE.name, self._ns, _sid(key)):
+            project, sid, path, sub = self._key(key)
+            if not isinstance(entries, list | tuple):
+                raise TypeError(f"entries must be a list, got {type(entries).__name__}")
+            if len(entries) > _MAX_BATCH:
+                raise ValueError(
+                    f"{len(entries)} entries in one append, over the limit of {_MAX_BATCH}"
                 )
-            mark = b"" if uuid is None else uuid.encode("utf-8", "surrogatepass")
-            if mark and mark in seen:
-                continue
-            seen.add(mark)
-            batch.append(
-                (
-                    mark,
-                    item,
-                    self._encode(item, where, f"entry {i} of {len(entries)} for {path!r:.80}"),
+            batch: list[tuple[bytes, SessionStoreEntry, bytes]] = []
+            seen: set[bytes] = set()
+            where = context(path, sub)
+            for i, item in enumerate(entries):
+                if not isinstance(item, dict):
+                    raise TypeError(f"entry {i} must be a dict, got {type(item).__name__}")
+                uuid = item.get("uuid")
+                if uuid is not None and not isinstance(uuid, str):
+                    raise TypeError(
+                        f"entry {i}'s uuid must be a str, got {type(uuid).__name__}: {uuid!r:.80}"
+                    )
+                mark = b"" if uuid is None else uuid.encode("utf-8", "surrogatepass")
+                if mark and mark in seen:
+                    continue
+                seen.add(mark)
+                batch.append(
+                    (
+                        mark,
+                        item,
+                        self._encode(item, where, f"entry {i} of {len(entries)} for {path!r:.80}"),
+                    )
                 )
-            )
-        if not batch:
-            return
-        if path not in self._registered:
-            await self._register(path)
-        if sub:
-            args = AppendArgs(
-                self._ttl_ms, sub, None, b"", [m for m, _, _ in batch], [d for _, _, d in batch]
-            )
-            # The index entry is renewed too: the session's keys live on with it.
-            await self._run("append", project, path, sid, args, True)
-            return
-        await self._append_main(key, project, sid, path, batch)
+            if not batch:
+                return
+            if path not in self._registered:
+                await self._register(path)
+            if sub:
+                args = AppendArgs(
+                    self._ttl_ms, sub, None, b"", [m for m, _, _ in batch], [d for _, _, d in batch]
+                )
+                # The index entry is renewed too: the session's keys live on with it.
+                await self._run("append", project, path, sid, args, True)
+                return
+            await self._append_main(key, project, sid, path, batch)
 
     async def _register(self, path: str) -> None:
         """Add the session to ``user``'s index (before the write it registers)."""
@@ -239,15 +248,16 @@ class RedistateSessionStore(SessionStore):
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         """A transcript's entries in the order they were appended; None if it has none
         (never written, deleted or expired)."""
-        _, _, path, sub = self._key(key)
-        members = await self._run("load", path, sub)
-        if not members:
-            return None
-        where = context(path, sub)
-        return [
-            cast(SessionStoreEntry, self._codec.decode(split_member(m, sub), where))
-            for m in members
-        ]
+        with telemetry.operation("load", CLAUDE.name, self._ns, _sid(key)):
+            _, _, path, sub = self._key(key)
+            members = await self._run("load", path, sub)
+            if not members:
+                return None
+            where = context(path, sub)
+            return [
+                cast(SessionStoreEntry, self._codec.decode(split_member(m, sub), where))
+                for m in members
+            ]
 
     async def _listed(self, project_key: str, summary: bool) -> list[tuple[str, list[Any]]]:
         if not isinstance(project_key, str) or not project_key:
@@ -275,37 +285,43 @@ class RedistateSessionStore(SessionStore):
     async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
         """The project's sessions with a main transcript and its last write time (ms,
         the server's clock: the same as their summaries')."""
-        return [
-            {"session_id": sid, "mtime": int(head[0])}
-            for sid, head in await self._listed(project_key, False)
-        ]
+        with telemetry.operation("list_sessions", CLAUDE.name, self._ns, project_key):
+            return [
+                {"session_id": sid, "mtime": int(head[0])}
+                for sid, head in await self._listed(project_key, False)
+            ]
 
     async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
         """Each session's summary as the SDK folded it, with its write time."""
-        out: list[SessionSummaryEntry] = []
-        for sid, (mtime, raw) in await self._listed(project_key, True):
-            if raw is None:
-                continue
-            data = self._codec.decode(bytes(raw), summary_context(session_path(project_key, sid)))
-            out.append({"session_id": sid, "mtime": int(mtime), "data": data})
-        return out
+        with telemetry.operation("list_session_summaries", CLAUDE.name, self._ns, project_key):
+            out: list[SessionSummaryEntry] = []
+            for sid, (mtime, raw) in await self._listed(project_key, True):
+                if raw is None:
+                    continue
+                data = self._codec.decode(
+                    bytes(raw), summary_context(session_path(project_key, sid))
+                )
+                out.append({"session_id": sid, "mtime": int(mtime), "data": data})
+            return out
 
     async def delete(self, key: SessionKey) -> None:
         """Delete a session with every subagent transcript of it, or, with a subpath,
         that transcript alone."""
-        _, _, path, sub = self._key(key)
-        if sub:
-            await self._run("drop", path, sub)
-        else:
-            await self._run("delete", path)
-            self._summaries.pop(path, None)
-            self._registered.discard(path)
+        with telemetry.operation("delete", CLAUDE.name, self._ns, _sid(key)):
+            _, _, path, sub = self._key(key)
+            if sub:
+                await self._run("drop", path, sub)
+            else:
+                await self._run("delete", path)
+                self._summaries.pop(path, None)
+                self._registered.discard(path)
 
     async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         """The subpaths of a session's subagent transcripts, sorted."""
-        _, _, path, _ = self._key(cast(SessionKey, {**key, "subpath": None}))
-        found = await self._run("subkeys", path)
-        return sorted(bytes(s).decode("utf-8", "surrogatepass") for s in found)
+        with telemetry.operation("list_subkeys", CLAUDE.name, self._ns, _sid(key)):
+            _, _, path, _ = self._key(cast(SessionKey, {**key, "subpath": None}))
+            found = await self._run("subkeys", path)
+            return sorted(bytes(s).decode("utf-8", "surrogatepass") for s in found)
 
     def __repr__(self) -> str:
         user = "" if self.user is None else f", user={self.user!r}"

@@ -10,7 +10,7 @@ raises and nothing is written.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from langgraph.store.base import (
     GetOp,
@@ -25,8 +25,10 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
+from ...core import telemetry
 from ...core.codec import Codec
 from ...core.errors import StateTooLarge
+from ...core.kinds import MEMORY
 from ...leases.spec import guard_args
 from .memory import (
     InvalidNamespace,
@@ -93,6 +95,29 @@ async def run(
     like ``lease`` are made only while it holds its lock; a namespace ``owners`` names
     a user for is registered to that user before its first put."""
     todo = list(ops)
+    with telemetry.operation(_name(todo), MEMORY.name, space.keys.namespace):
+        return await _run(space, codec, max_bytes, ttl_config, todo, lease, owners)
+
+
+# The span of a batch of one kind of op is named for it (BaseStore.get, put, search and
+# list_namespaces each send one op): low-cardinality names a dashboard can tell apart.
+_OPS: Final = {GetOp: "get", PutOp: "put", SearchOp: "search", ListNamespacesOp: "list_namespaces"}
+
+
+def _name(ops: list[Op]) -> str:
+    kinds = {_OPS.get(type(op), "batch") for op in ops}
+    return kinds.pop() if len(kinds) == 1 else "batch"
+
+
+async def _run(
+    space: AsyncNamespaces,
+    codec: Codec,
+    max_bytes: int,
+    ttl_config: TTLConfig | None,
+    todo: list[Op],
+    lease: Any,
+    owners: Owners | None,
+) -> list[Result]:
     writes: dict[str, dict[str, tuple[int | None, bytes]]] = {}
     for op in todo:  # checked and encoded before anything is sent
         if isinstance(op, PutOp):

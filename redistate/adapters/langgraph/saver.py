@@ -36,8 +36,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ...core import telemetry
 from ...core._ttl import check_ttl
 from ...core.errors import InvalidId, RedistateError
+from ...core.kinds import GRAPH
 from ...leases.spec import guard_args
 from ...store import Store
 from ...store_async import AsyncStore
@@ -186,6 +188,10 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
                 await store.aclose()
             else:
                 store.close()
+
+    @property
+    def _ns(self) -> str:
+        return self.spec.keys.namespace
 
     def get_next_version(self, current: str | int | float | None, channel: None) -> str:
         """``<n+1, 32 digits>.<random>``: ordered like integers, and unique, so that a
@@ -417,10 +423,11 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """
         if self._sync is None:
             return self._bridge(lambda: self.aput(config, checkpoint, metadata, new_versions))
-        args, saved = self._put_args(config, checkpoint, metadata, new_versions)
-        self._sync_register(config, args[0])
-        self._sync_graph().put(*args)
-        return saved
+        with telemetry.operation("put", GRAPH.name, self._ns, _tid(config)):
+            args, saved = self._put_args(config, checkpoint, metadata, new_versions)
+            self._sync_register(config, args[0])
+            self._sync_graph().put(*args)
+            return saved
 
     def put_writes(
         self,
@@ -432,17 +439,19 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Store a task's writes for a checkpoint: graph_writes, one script."""
         if self._sync is None:
             return self._bridge(lambda: self.aput_writes(config, writes, task_id, task_path))
-        args = self._writes_args(config, writes, task_id, task_path)
-        self._sync_register(config, args[0])
-        self._sync_graph().put_writes(*args)
+        with telemetry.operation("put_writes", GRAPH.name, self._ns, _tid(config)):
+            args = self._writes_args(config, writes, task_id, task_path)
+            self._sync_register(config, args[0])
+            self._sync_graph().put_writes(*args)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, else the thread's latest: one script."""
         if self._sync is None:
             return self._bridge(lambda: self.aget_tuple(config))
-        thread_id, upper, lower = self._range(config)
-        found = self._sync_graph().read(thread_id, upper, lower, 1)
-        return self._tuple(thread_id, found[0][1]) if found else None
+        with telemetry.operation("get_tuple", GRAPH.name, self._ns, _tid(config)):
+            thread_id, upper, lower = self._range(config)
+            found = self._sync_graph().read(thread_id, upper, lower, 1)
+            return self._tuple(thread_id, found[0][1]) if found else None
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -465,9 +474,10 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             return self._bridge(
                 lambda: self.aget_delta_channel_history(config=config, channels=names)
             )
-        thread_id, upper, lower = self._range(config)
-        found = self._sync_graph().history(thread_id, upper, lower, _encoded(names))
-        return self._history(thread_id, names, found)
+        with telemetry.operation("get_delta_channel_history", GRAPH.name, self._ns, _tid(config)):
+            thread_id, upper, lower = self._range(config)
+            found = self._sync_graph().history(thread_id, upper, lower, _encoded(names))
+            return self._history(thread_id, names, found)
 
     def list(
         self,
@@ -501,7 +511,8 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Every checkpoint, value and write of the thread: one DEL."""
         if self._sync is None:
             return self._bridge(lambda: self.adelete_thread(thread_id))
-        self._sync_graph().delete(thread_id)
+        with telemetry.operation("delete_thread", GRAPH.name, self._ns, thread_id):
+            self._sync_graph().delete(thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """The checkpoints (and their writes) of these runs, in every thread: one
@@ -512,15 +523,17 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """
         if self._sync is None:
             return self._bridge(lambda: self.adelete_for_runs(run_ids))
-        runs = _ids(run_ids, "run_ids")
-        if runs:
-            self._sync_graph().delete_runs(runs)
+        with telemetry.operation("delete_for_runs", GRAPH.name, self._ns):
+            runs = _ids(run_ids, "run_ids")
+            if runs:
+                self._sync_graph().delete_runs(runs)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Add the source's checkpoints and writes to the target (those it lacks)."""
         if self._sync is None:
             return self._bridge(lambda: self.acopy_thread(source_thread_id, target_thread_id))
-        self._sync_graph().copy(source_thread_id, target_thread_id)
+        with telemetry.operation("copy_thread", GRAPH.name, self._ns, source_thread_id):
+            self._sync_graph().copy(source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: only the newest checkpoint of each namespace stays;
@@ -535,16 +548,17 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """
         if self._sync is None:
             return self._bridge(lambda: self.aprune(thread_ids, strategy=strategy))
-        graph = self._sync_graph()
-        _ids(thread_ids, "thread_ids")
-        _check_strategy(strategy)
-        refused = []
-        for thread_id in thread_ids:
-            if strategy == "delete":
-                graph.delete(thread_id)
-            elif not graph.keep_latest(thread_id):
-                refused.append(thread_id)
-        _refuse(refused)
+        with telemetry.operation("prune", GRAPH.name, self._ns):
+            graph = self._sync_graph()
+            _ids(thread_ids, "thread_ids")
+            _check_strategy(strategy)
+            refused = []
+            for thread_id in thread_ids:
+                if strategy == "delete":
+                    graph.delete(thread_id)
+                elif not graph.keep_latest(thread_id):
+                    refused.append(thread_id)
+            _refuse(refused)
 
     # -- async ---------------------------------------------------------------------------
 
@@ -558,11 +572,12 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Async :meth:`put`."""
         if self._async is None:
             return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-        self._loop = asyncio.get_running_loop()
-        args, saved = self._put_args(config, checkpoint, metadata, new_versions)
-        await self._async_register(config, args[0])
-        await self._async.put(*args)
-        return saved
+        with telemetry.operation("put", GRAPH.name, self._ns, _tid(config)):
+            self._loop = asyncio.get_running_loop()
+            args, saved = self._put_args(config, checkpoint, metadata, new_versions)
+            await self._async_register(config, args[0])
+            await self._async.put(*args)
+            return saved
 
     async def aput_writes(
         self,
@@ -574,20 +589,22 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Async :meth:`put_writes`."""
         if self._async is None:
             return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-        self._loop = asyncio.get_running_loop()
-        args = self._writes_args(config, writes, task_id, task_path)
-        await self._async_register(config, args[0])
-        await self._async.put_writes(*args)
-        return None
+        with telemetry.operation("put_writes", GRAPH.name, self._ns, _tid(config)):
+            self._loop = asyncio.get_running_loop()
+            args = self._writes_args(config, writes, task_id, task_path)
+            await self._async_register(config, args[0])
+            await self._async.put_writes(*args)
+            return None
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple`."""
         if self._async is None:
             return await asyncio.to_thread(self.get_tuple, config)
-        self._loop = asyncio.get_running_loop()
-        thread_id, upper, lower = self._range(config)
-        found = await self._async.read(thread_id, upper, lower, 1)
-        return self._tuple(thread_id, found[0][1]) if found else None
+        with telemetry.operation("get_tuple", GRAPH.name, self._ns, _tid(config)):
+            self._loop = asyncio.get_running_loop()
+            thread_id, upper, lower = self._range(config)
+            found = await self._async.read(thread_id, upper, lower, 1)
+            return self._tuple(thread_id, found[0][1]) if found else None
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -600,10 +617,11 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             return await asyncio.to_thread(
                 lambda: self.get_delta_channel_history(config=config, channels=names)
             )
-        self._loop = asyncio.get_running_loop()
-        thread_id, upper, lower = self._range(config)
-        found = await self._async.history(thread_id, upper, lower, _encoded(names))
-        return self._history(thread_id, names, found)
+        with telemetry.operation("get_delta_channel_history", GRAPH.name, self._ns, _tid(config)):
+            self._loop = asyncio.get_running_loop()
+            thread_id, upper, lower = self._range(config)
+            found = await self._async.history(thread_id, upper, lower, _encoded(names))
+            return self._history(thread_id, names, found)
 
     async def alist(
         self,
@@ -639,45 +657,49 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
         """Async :meth:`delete_thread`."""
         if self._async is None:
             return await asyncio.to_thread(self.delete_thread, thread_id)
-        self._loop = asyncio.get_running_loop()
-        await self._async.delete(thread_id)
-        return None
+        with telemetry.operation("delete_thread", GRAPH.name, self._ns, thread_id):
+            self._loop = asyncio.get_running_loop()
+            await self._async.delete(thread_id)
+            return None
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async :meth:`delete_for_runs`."""
         graph = self._async
         if graph is None:
             return await asyncio.to_thread(self.delete_for_runs, run_ids)
-        self._loop = asyncio.get_running_loop()
-        runs = _ids(run_ids, "run_ids")
-        if runs:
-            await graph.delete_runs(runs)
-        return None
+        with telemetry.operation("delete_for_runs", GRAPH.name, self._ns):
+            self._loop = asyncio.get_running_loop()
+            runs = _ids(run_ids, "run_ids")
+            if runs:
+                await graph.delete_runs(runs)
+            return None
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async :meth:`copy_thread`."""
         if self._async is None:
             return await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-        self._loop = asyncio.get_running_loop()
-        await self._async.copy(source_thread_id, target_thread_id)
-        return None
+        with telemetry.operation("copy_thread", GRAPH.name, self._ns, source_thread_id):
+            self._loop = asyncio.get_running_loop()
+            await self._async.copy(source_thread_id, target_thread_id)
+            return None
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async :meth:`prune`."""
         graph = self._async
         if graph is None:
             return await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
-        self._loop = asyncio.get_running_loop()
-        _ids(thread_ids, "thread_ids")
-        _check_strategy(strategy)
-        refused = []
-        for thread_id in thread_ids:
-            if strategy == "delete":
-                await graph.delete(thread_id)
-            elif not await graph.keep_latest(thread_id):
-                refused.append(thread_id)
-        _refuse(refused)
-        return None
+        with telemetry.operation("prune", GRAPH.name, self._ns):
+            self._loop = asyncio.get_running_loop()
+            _ids(thread_ids, "thread_ids")
+            _check_strategy(strategy)
+            refused = []
+            for thread_id in thread_ids:
+                if strategy == "delete":
+                    await graph.delete(thread_id)
+                elif not await graph.keep_latest(thread_id):
+                    refused.append(thread_id)
+            _refuse(refused)
+            return None
 
 
 _ALL: RunnableConfig = {"configurable": {}}
@@ -687,6 +709,12 @@ _REMEMBERED = 100_000
 
 async def _collect(items: AsyncIterator[_T]) -> list[_T]:
     return [item async for item in items]
+
+
+def _tid(config: object) -> object:
+    """The thread id a config names, for a span (set only with ``record_ids``)."""
+    found = config.get("configurable") if isinstance(config, dict) else None
+    return found.get("thread_id") if isinstance(found, dict) else None
 
 
 def _thread(config: RunnableConfig) -> tuple[str, str]:

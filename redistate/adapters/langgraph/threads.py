@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ...core import telemetry
 from ...core.connection import Connection
 from ...core.errors import InvalidId
-from ...core.kinds import GRAPH_KEY
+from ...core.kinds import GRAPH, GRAPH_KEY
 from ...core.scripts import script
 from ...records.collection import register
 from ...records.erasure import entry
@@ -121,7 +122,10 @@ class Graph:
         """Every checkpoint from ``upper`` down to ``lower``, read ``size`` at a time
         (a list with a limit and nothing to filter reads no more than it returns)."""
         while True:
-            page = self.read(thread_id, upper, lower, size)
+            # A span per page (the saver's list is a generator: a span around it would
+            # stay open while the caller works between items).
+            with telemetry.operation("list", GRAPH.name, self.spec.keys.namespace, thread_id):
+                page = self.read(thread_id, upper, lower, size)
             for item in page:
                 yield item
             if len(page) < size:

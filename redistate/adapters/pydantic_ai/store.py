@@ -28,8 +28,10 @@ from pydantic_ai.conversation_store import (
 )
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
+from ...core import telemetry
 from ...core._ttl import check_ttl
 from ...core.errors import CodecError, InvalidId, StateTooLarge
+from ...core.kinds import PYDANTIC_AI
 from ...store import Store
 from ...store_async import AsyncStore
 from .spec import FIELDS, Written, entry_context, record_context
@@ -40,6 +42,11 @@ _RECORD: Final = TypeAdapter(ConversationRecord)
 _DETAILS: Final = frozenset({"title", "metadata"})
 _FIELD: Final = {name: i for i, name in enumerate(FIELDS)}
 _PAGE: Final = 500  # index entries read per round trip
+
+
+def _cid(record: object) -> object:
+    """A record's conversation id, for a span (set only with ``record_ids``)."""
+    return getattr(record, "conversation_id", None)
 
 
 def _ms(when: datetime) -> int:
@@ -76,6 +83,7 @@ class RedistateConversationStore(ConversationStore):
             )
         self.store = store
         self.register_scopes = register_scopes
+        self._ns = store.keys.namespace
         self._ttl_ms = check_ttl(ttl)
         self._codec = store.codec
         self._max_bytes: int = store._max_bytes
@@ -157,66 +165,70 @@ class RedistateConversationStore(ConversationStore):
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         """The conversation's record, or None (never saved, deleted or expired)."""
-        cid = self._id(conversation_id)
-        fields = await self._run("record", cid)
-        self._hint.set(cid)
-        if fields[0] is None:
-            return None
-        return self._decode_record(cid, fields)
+        with telemetry.operation("read_record", PYDANTIC_AI.name, self._ns, conversation_id):
+            cid = self._id(conversation_id)
+            fields = await self._run("record", cid)
+            self._hint.set(cid)
+            if fields[0] is None:
+                return None
+            return self._decode_record(cid, fields)
 
     async def read_records(
         self, *, scope: str | None = None, limit: int | None = None
     ) -> Sequence[ConversationRecord]:
         """The records of ``scope`` (None: every one), most recently saved first."""
-        scope = self._scope(scope)
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
-        found: list[ConversationRecord] = []
-        gone: list[str] = []
-        # A few more than the limit: the index holds ms (a record, µs) and may be
-        # ahead of a record whose save was cut off; the records are sorted here.
-        size = _PAGE if limit is None else min(_PAGE, limit + 8)
-        start, last_ms = 0, 0
-        while True:
-            page = await self._run("listed", scope, start, size)
-            if limit is not None and len(found) >= limit:
-                page = [(m, s) for m, s in page if s == last_ms]  # only the ties
-            if not page:
-                break
-            ids = [m.decode("utf-8", "surrogatepass") for m, _ in page]
-            for cid, fields in zip(ids, await self._run("records", ids), strict=True):
-                held = fields[_FIELD["scope"]]
-                if fields[0] is None or (
-                    scope is not None and (held is None or bytes(held).decode() != scope)
-                ):
-                    gone.append(cid)  # expired, deleted, erased, or now of another scope
-                    continue
-                found.append(self._decode_record(cid, fields))
-            last_ms = page[-1][1]
-            if len(page) < size:
-                break
-            start += size
-        if gone:
-            await self._run("prune", scope, gone)
-        found.sort(key=lambda r: r.updated_at, reverse=True)
-        return found if limit is None else found[:limit]
+        with telemetry.operation("read_records", PYDANTIC_AI.name, self._ns, scope):
+            scope = self._scope(scope)
+            if limit is not None and (not isinstance(limit, int) or limit < 0):
+                raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
+            found: list[ConversationRecord] = []
+            gone: list[str] = []
+            # A few more than the limit: the index holds ms (a record, µs) and may be
+            # ahead of a record whose save was cut off; the records are sorted here.
+            size = _PAGE if limit is None else min(_PAGE, limit + 8)
+            start, last_ms = 0, 0
+            while True:
+                page = await self._run("listed", scope, start, size)
+                if limit is not None and len(found) >= limit:
+                    page = [(m, s) for m, s in page if s == last_ms]  # only the ties
+                if not page:
+                    break
+                ids = [m.decode("utf-8", "surrogatepass") for m, _ in page]
+                for cid, fields in zip(ids, await self._run("records", ids), strict=True):
+                    held = fields[_FIELD["scope"]]
+                    if fields[0] is None or (
+                        scope is not None and (held is None or bytes(held).decode() != scope)
+                    ):
+                        gone.append(cid)  # expired, deleted, erased, or now of another scope
+                        continue
+                    found.append(self._decode_record(cid, fields))
+                last_ms = page[-1][1]
+                if len(page) < size:
+                    break
+                start += size
+            if gone:
+                await self._run("prune", scope, gone)
+            found.sort(key=lambda r: r.updated_at, reverse=True)
+            return found if limit is None else found[:limit]
 
     async def read_history(
         self, head_id: str | None, *, limit: int | None = None
     ) -> list[ConversationEntry]:
         """The entries up to ``head_id``, oldest first (the last ``limit``): one script."""
-        if head_id is None:
-            return []
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
-        if limit == 0:
-            return []
-        triples = await self._triples(head_id, -1 if limit is None else limit)
-        return [self._decode_entry(*t) for t in triples]
+        with telemetry.operation("read_history", PYDANTIC_AI.name, self._ns, head_id):
+            if head_id is None:
+                return []
+            if limit is not None and (not isinstance(limit, int) or limit < 0):
+                raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
+            if limit == 0:
+                return []
+            triples = await self._triples(head_id, -1 if limit is None else limit)
+            return [self._decode_entry(*t) for t in triples]
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         """The entry with this id; KeyError if no conversation holds it."""
-        return self._decode_entry(*(await self._triples(entry_id, 1))[0])
+        with telemetry.operation("read_entry", PYDANTIC_AI.name, self._ns, entry_id):
+            return self._decode_entry(*(await self._triples(entry_id, 1))[0])
 
     async def _triples(
         self, head_id: str, limit: int, where: str | None = None
@@ -259,59 +271,66 @@ class RedistateConversationStore(ConversationStore):
                 stored nor new (nothing written).
             InvalidId, StateTooLarge, CodecError: bad input (nothing written).
         """
-        if not isinstance(record, ConversationRecord):
-            raise TypeError(f"record must be a ConversationRecord, got {type(record).__name__}")
-        cid = self._id(record.conversation_id)
-        scope = self._scope(record.scope)
-        if expected_revision is not None and not isinstance(expected_revision, str):
-            raise TypeError(f"expected_revision must be a str or None, got {expected_revision!r}")
-        if not isinstance(record.revision, str) or not record.revision:
-            raise ValueError(f"record.revision must be a non-empty str, got {record.revision!r}")
-        triples = [self._encode_entry(e) for e in new_entries]
-        body = _RECORD.dump_python(record, mode="json", exclude=set(_DETAILS))
-        data = self._encode(body, record_context(cid, "body"), f"conversation {cid!r:.80}")
-        details: list[Any] = []
-        if expected_revision is None and (record.title is not None or record.metadata is not None):
-            details = [
+        with telemetry.operation("write_record", PYDANTIC_AI.name, self._ns, _cid(record)):
+            if not isinstance(record, ConversationRecord):
+                raise TypeError(f"record must be a ConversationRecord, got {type(record).__name__}")
+            cid = self._id(record.conversation_id)
+            scope = self._scope(record.scope)
+            if expected_revision is not None and not isinstance(expected_revision, str):
+                raise TypeError(
+                    f"expected_revision must be a str or None, got {expected_revision!r}"
+                )
+            if not isinstance(record.revision, str) or not record.revision:
+                raise ValueError(
+                    f"record.revision must be a non-empty str, got {record.revision!r}"
+                )
+            triples = [self._encode_entry(e) for e in new_entries]
+            body = _RECORD.dump_python(record, mode="json", exclude=set(_DETAILS))
+            data = self._encode(body, record_context(cid, "body"), f"conversation {cid!r:.80}")
+            details: list[Any] = []
+            if expected_revision is None and (
+                record.title is not None or record.metadata is not None
+            ):
+                details = [
+                    record.revision,
+                    "0",
+                    *self._detail_ops(cid, {"title": record.title, "metadata": record.metadata}),
+                ]
+            head = record.head_id or ""
+            new_fork = record.forked_from is not None and expected_revision is None
+            if new_fork and head and head not in {t[0] for t in triples}:
+                # The history it keeps is copied into its slot.
+                try:
+                    copied = await self._triples(head, -1, where=record.forked_from)
+                except KeyError:
+                    raise ConversationConflict(cid) from None
+                triples = copied + triples
+            if scope is not None and self.register_scopes and cid not in self._registered:
+                await self._run("register", scope, cid)
+                self._registered.add(cid)
+            upd = _ms(record.updated_at)
+            argv: list[Any] = [
+                expected_revision or "",
                 record.revision,
-                "0",
-                *self._detail_ops(cid, {"title": record.title, "metadata": record.metadata}),
+                data,
+                upd,
+                "-" if scope is None else f"={scope}",
+                head,
+                self._ttl_ms,
+                len(triples),
             ]
-        head = record.head_id or ""
-        new_fork = record.forked_from is not None and expected_revision is None
-        if new_fork and head and head not in {t[0] for t in triples}:
-            # The history it keeps is copied into its slot.
-            try:
-                copied = await self._triples(head, -1, where=record.forked_from)
-            except KeyError:
-                raise ConversationConflict(cid) from None
-            triples = copied + triples
-        if scope is not None and self.register_scopes and cid not in self._registered:
-            await self._run("register", scope, cid)
-            self._registered.add(cid)
-        upd = _ms(record.updated_at)
-        argv: list[Any] = [
-            expected_revision or "",
-            record.revision,
-            data,
-            upd,
-            "-" if scope is None else f"={scope}",
-            head,
-            self._ttl_ms,
-            len(triples),
-        ]
-        for t in triples:
-            argv += t
-        reply = await self._run("write", cid, scope, argv, details)
-        self._hint.set(cid)
-        status = Written(int(reply[0]))
-        if status is Written.CONFLICT:
-            stored_upd = int(reply[1])
-            if stored_upd:
-                await self._run("reindex", cid, scope, stored_upd)
-            raise ConversationConflict(cid)
-        if status is Written.HEAD_MISSING:
-            raise ConversationConflict(cid)
+            for t in triples:
+                argv += t
+            reply = await self._run("write", cid, scope, argv, details)
+            self._hint.set(cid)
+            status = Written(int(reply[0]))
+            if status is Written.CONFLICT:
+                stored_upd = int(reply[1])
+                if stored_upd:
+                    await self._run("reindex", cid, scope, stored_upd)
+                raise ConversationConflict(cid)
+            if status is Written.HEAD_MISSING:
+                raise ConversationConflict(cid)
 
     def _detail_ops(self, cid: str, details: ConversationDetails) -> list[Any]:
         ops: list[Any] = []
@@ -337,37 +356,39 @@ class RedistateConversationStore(ConversationStore):
         """Set the title or metadata (or both), keeping the revision and save time,
         only if the record is at ``expected_revision`` with the ``expected`` values:
         a compare-and-set on the record's details version."""
-        cid = self._id(conversation_id)
-        unknown = (set(details) | set(expected or {})) - _DETAILS
-        if unknown:
-            raise NotImplementedError(f"{sorted(unknown)}: only title and metadata are stored")
-        ops = self._detail_ops(cid, details)
-        fields = await self._run("record", cid)
-        if fields[0] is None or bytes(fields[0]).decode() != expected_revision:
-            raise ConversationConflict(cid)
-        record = self._decode_record(cid, fields)
-        for key, value in (expected or {}).items():
-            if getattr(record, key) != value:
+        with telemetry.operation("write_details", PYDANTIC_AI.name, self._ns, conversation_id):
+            cid = self._id(conversation_id)
+            unknown = (set(details) | set(expected or {})) - _DETAILS
+            if unknown:
+                raise NotImplementedError(f"{sorted(unknown)}: only title and metadata are stored")
+            ops = self._detail_ops(cid, details)
+            fields = await self._run("record", cid)
+            if fields[0] is None or bytes(fields[0]).decode() != expected_revision:
                 raise ConversationConflict(cid)
-        dver = fields[_FIELD["dver"]]
-        argv = [expected_revision, "0" if dver is None else bytes(dver).decode(), *ops]
-        if not await self._run("details", cid, argv):
-            raise ConversationConflict(cid)
-        if "title" in details:
-            record.title = details["title"]
-        if "metadata" in details:
-            record.metadata = details["metadata"]
-        return record
+            record = self._decode_record(cid, fields)
+            for key, value in (expected or {}).items():
+                if getattr(record, key) != value:
+                    raise ConversationConflict(cid)
+            dver = fields[_FIELD["dver"]]
+            argv = [expected_revision, "0" if dver is None else bytes(dver).decode(), *ops]
+            if not await self._run("details", cid, argv):
+                raise ConversationConflict(cid)
+            if "title" in details:
+                record.title = details["title"]
+            if "metadata" in details:
+                record.metadata = details["metadata"]
+            return record
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete the conversation with every entry it holds (one DEL: each
         conversation holds its own), if it is at ``expected_revision``."""
-        cid = self._id(conversation_id)
-        if not isinstance(expected_revision, str) or not expected_revision:
-            raise ConversationConflict(cid)
-        if not await self._run("delete", cid, expected_revision):
-            raise ConversationConflict(cid)
-        self._registered.discard(cid)
+        with telemetry.operation("delete_record", PYDANTIC_AI.name, self._ns, conversation_id):
+            cid = self._id(conversation_id)
+            if not isinstance(expected_revision, str) or not expected_revision:
+                raise ConversationConflict(cid)
+            if not await self._run("delete", cid, expected_revision):
+                raise ConversationConflict(cid)
+            self._registered.discard(cid)
 
     def __repr__(self) -> str:
         return f"RedistateConversationStore({self.store!r})"

@@ -12,7 +12,8 @@ ARGV[3]  the write memory (rs_memory): how long (ms) ids are remembered ("0" = n
          is remembered), whether this is a resend, and an ack
 memory   KEYS[5] ARGV[3]
 flags    allow-oom
-returns  the number of keys deleted; a resend of a delete that deleted keys returns 1
+resent   -1
+returns  the number of keys deleted; -1: a resend of a delete that deleted keys
 errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock
          (nothing deleted).
 The recent writes are kept: a resend of a save, log or this delete must still be known.
@@ -24,7 +25,7 @@ if not memory_ms or not string.match(ARGV[2], '^[%w_-]+$') or #ARGV[2] > 64 then
 end
 if memory_ms > 0 and resend and redis.call('ZSCORE', KEYS[5], ARGV[2]) then
   rs_resent(KEYS[5], ARGV[2], 0, memory_ms)
-  return 1
+  return -1
 end
 local lost = rs_guard(KEYS[4], ARGV[1])
 if lost then return lost end

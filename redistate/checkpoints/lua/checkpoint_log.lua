@@ -21,6 +21,7 @@ memory   KEYS[5] ARGV[7]
 ARGV[8]  optional: "=<snapshot id>" ("=" alone: no checkpoint) when the blob is sealed
          for the checkpoint it follows (signing keys): appended only if the newest
          checkpoint is that one; absent or "": whichever is newest
+resent   0
 returns  {1, length}: appended; {0, length}: this delta was appended before (a resend:
          it is the newest, or remembered even if a save has compacted it away since),
          nothing changed; {2, snapshot id}: the newest checkpoint is another than

@@ -18,6 +18,7 @@ ARGV[7]  the write memory (rs_memory): how long (ms) a checkpoint id is remember
 memory   KEYS[5] ARGV[7]
 ARGV[8]  "1": the caller chose the id (look for it in the whole history); "0": the
          client generated it (unique: only a resend, remembered in KEYS[5], can repeat it)
+resent   0 2
 returns  {1, entry}: saved, entry is its id-list element;
          {0, entry, blob}: this id is already in the history (a resent save): nothing
          changed, the stored checkpoint is returned;

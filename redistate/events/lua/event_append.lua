@@ -20,6 +20,7 @@ ARGV[9]  the append's write id ([A-Za-z0-9_-], 1-32 chars)
 ARGV[10] the write memory (rs_memory): how long (ms) write ids are remembered ("0" =
          nothing is remembered), whether this is a resend, and an ack
 memory   KEYS[4] ARGV[10]
+resent   2
 returns  {1, id}: appended, `id` the stream id (server time);
          {0, digest, seq}: the chain ends elsewhere ("" and 0 when empty); nothing written;
          {2, id}: a resend of an append already made; `id` is "" if no longer among the

@@ -10,8 +10,10 @@ ARGV[2]  the write memory (rs_memory): how long (ms) released values are remembe
          held looks (a release of a lease released already reports it)
 memory   KEYS[3] ARGV[2]
 flags    allow-oom
-returns  1: released (now or by an earlier send of this release); 0: the lease was not
-         held any more (expired or taken over): nothing was deleted
+resent   2
+returns  1: released; 2: a resend of a release already made (or a second release of
+         the lease); 0: the lease was not held any more (expired or taken over):
+         nothing was deleted
 errors   RSARG on malformed arguments.
 unchecked del get zscore
 ]]
@@ -20,7 +22,7 @@ if not memory_ms then return redis.error_reply('RSARG malformed arguments to loc
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   if memory_ms > 0 and redis.call('ZSCORE', KEYS[3], ARGV[1]) then
     rs_resent(KEYS[3], ARGV[1], 0, memory_ms)
-    return 1
+    return 2
   end
   return 0
 end

@@ -12,6 +12,7 @@ ARGV[5]  the write memory (rs_memory): how long (ms) write ids are remembered ("
          nothing is remembered): the id leaving the header is remembered (as by
          record_put), so its resend is known; never a resend (nothing is looked up)
 memory   KEYS[2] ARGV[5]
+resent   never
 returns  1 = rewritten ("R1" again when nothing was appended since); 0 = nothing done:
          the record was replaced, deleted, compacted or (plain) changed since the read
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value.

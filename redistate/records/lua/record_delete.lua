@@ -10,9 +10,10 @@ ARGV[4]  the write memory (rs_memory): how long (ms) ids are remembered ("0" = n
          is remembered), whether this is a resend, and an ack
 memory   KEYS[3] ARGV[4]
 flags    allow-oom
-returns  {status, version}: status 1 = deleted (version: the deleted one, or 0 for a
-         resend of a delete already made); 0 = not deleted: absent (version 0) or at
-         another version than expected
+resent   2
+returns  {status, version}: status 1 = deleted (version: the deleted one); 2 = a
+         resend of a delete already made (version 0); 0 = not deleted: absent (version
+         0) or at another version than expected
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value,
          RSLOCKLOST if the lease no longer holds the lock.
 unchecked del exists get getrange zscore
@@ -26,7 +27,7 @@ if memory_ms > 0 and resend then
   local seen = redis.call('ZSCORE', KEYS[3], ARGV[3])
   if seen then  -- a resend of a delete already made
     rs_resent(KEYS[3], ARGV[3], 0, memory_ms)
-    return {1, 0}
+    return {2, 0}
   end
 end
 local lost = rs_guard(KEYS[2], ARGV[2])

@@ -16,6 +16,7 @@ memory   KEYS[3] ARGV[6]
 ARGV[7]  the most payload bytes the record may hold (frames included)
 ARGV[8]  optional: "1" = reply {5, fields} instead of the value (the caller does not
          want the merged data: the reply stays small however large the record)
+resent   3
 returns  the stored value after the merge (header and frames): the caller folds it;
          {5, "<version>,<expires_ms>,<updated_ms>"}: appended, with ARGV[8] "1";
          {3, version, value}: a resend of a merge applied earlier with this version;

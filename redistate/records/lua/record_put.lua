@@ -16,6 +16,7 @@ ARGV[7]  the write memory (rs_memory): how long (ms) a write id is remembered on
          write is overwritten (the longest a resend can come after the write; "0" =
          nothing is remembered), whether this is a resend, and an ack
 memory   KEYS[3] ARGV[7]
+resent   2 3
 returns  written: the stored fields "<version>,<expires_ms>,<updated_ms>" as one string
          (cheaper to return than a table: this is the hot path);
          {2, version, expires_ms, updated_ms}: the current value is this very write (a

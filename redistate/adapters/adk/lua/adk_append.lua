@@ -13,6 +13,7 @@ ARGV[6]  "1": append even if an event with this id is in the session (the caller
          compared them and found this one different); "0": not then
 ARGV[7]  the event as the list holds it: "<timestamp>:<schema>:<encoded event>"
 ARGV[8…] pairs: a "s:<key>" field, its encoded value (the delta's session keys)
+resent   2
 returns  {1, events}: appended, the list's length after; {0}: no such session (it was
          deleted or expired: nothing written); {2}: a resend of an append already made;
          {3}: an event with this id is in the session and ARGV[6] is "0" (nothing

@@ -10,6 +10,7 @@ ARGV[2]  the write id ([A-Za-z0-9_-], 1-32 chars)
 ARGV[3]  ttl in ms from now; "0" = no expiry
 ARGV[4]  the creation time (seconds, as ADK keeps it)
 ARGV[5…] pairs: a "s:<key>" field, its encoded value
+resent   2
 returns  {1}: created; {0}: a session with this id exists (nothing written); {2}: a
          resend of a create already made
 errors   RSARG on malformed arguments, before any write.

@@ -6,6 +6,7 @@ ARGV[1]  the write memory (rs_memory): how long (ms) write ids are remembered, r
 memory   KEYS[2] ARGV[1]
 ARGV[2]  the write id ([A-Za-z0-9_-], 1-32 chars)
 ARGV[3…] pairs: a key, its encoded value (at least one)
+resent   2
 returns  {1}: applied; {2}: a resend of a merge already applied (not applied again: a
          later writer's value for the same key stays)
 errors   RSARG on malformed arguments, before any write.

@@ -10,6 +10,7 @@ ARGV[3]  the write memory (rs_memory): how long (ms) write ids are remembered ("
 memory   KEYS[2] ARGV[3]
 ARGV[4]  the add's write id ([A-Za-z0-9_-], 1-32 chars)
 ARGV[5…] the items, each encoded by the store's codec, oldest first (at least one)
+resent   2
 returns  {1, length}: appended; {2, length}: a resend of an add already made, nothing
          appended. `length`: the list's length afterwards
 errors   RSARG on malformed arguments; WRONGTYPE if the key holds something else than a

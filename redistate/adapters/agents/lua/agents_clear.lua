@@ -7,6 +7,7 @@ ARGV[1]  the write memory (rs_memory): how long (ms) write ids are remembered ("
 memory   KEYS[2] ARGV[1]
 ARGV[2]  the clear's write id ([A-Za-z0-9_-], 1-32 chars)
 flags    allow-oom
+resent   2
 returns  1: deleted the list; 0: there was none; 2: a resend of a clear already made,
          nothing deleted
 errors   RSARG on malformed arguments, before any write.

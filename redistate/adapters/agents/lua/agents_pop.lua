@@ -9,6 +9,7 @@ ARGV[1]  the write memory (rs_memory): how long (ms) write ids are remembered ("
 memory   KEYS[2] ARGV[1]
 ARGV[2]  the pop's write id ([A-Za-z0-9_-], 1-32 chars)
 flags    allow-oom
+resent   2
 returns  {1, item}: removed `item`, as stored; {0}: the list was empty;
          {2, item} / {2}: a resend of a pop already made, with what it removed
 errors   RSARG on malformed arguments; WRONGTYPE if the key holds something else than a

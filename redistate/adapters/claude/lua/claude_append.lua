@@ -23,6 +23,7 @@ ARGV[7]  n, the number of entries (0-99999; 0: only the TTL is set, on the keys 
          exist: a batch whose entries are all stored)
 ARGV[8 … 7+n]     each entry's uuid ("" = none: never skipped)
 ARGV[8+n … 7+2n]  the entries, encoded, in order
+resent   2
 returns  {1, mtime, version}: appended (the main transcript's write time in ms, 0 for a
          subpath; the summary's version after); {2}: a resend of an append already made;
          {3, version, summary, uuid…}: nothing written, the summary moved on (its

@@ -13,6 +13,7 @@ ARGV[3]  the generation the registry gave this namespace when the caller announc
 ARGV[4]  lease value "<token>,<fence>" the write is guarded by, or ""
 ARGV[5…] triples: item key, ttl in ms ("0": none; "del": delete the item), value ("" for
          a delete). A later triple for the same key wins.
+resent   2
 returns  {1, now_ms, created}: written, created "1" if the namespace had no item before
          (the caller announces it again: a sweep that forgot it between the
          announcement and this put has finished, and left no tomb to refuse it);

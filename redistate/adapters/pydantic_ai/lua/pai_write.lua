@@ -13,6 +13,7 @@ ARGV[5]  "-": no scope, or "=" and the scope
 ARGV[6]  the head entry's id ("": no history): it must be stored or be one of the new
 ARGV[7]  ttl in ms ("0": no expiry), set on the three keys
 ARGV[8]  n, then n triples: an entry's id, its parent's id ("" for none), the entry
+resent   2
 returns  {1} written; {2} a resend of a save already made; {3, upd} the stored
          revision is another (upd: its save time, "0" for no record); {4, upd} the
          head is neither stored nor new
