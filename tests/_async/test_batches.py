@@ -184,15 +184,20 @@ async def test_a_batch_is_one_round_trip_per_node_on_a_cluster(
         assert backend.cluster is not None
         raws = [redis.Redis(port=node.port) for node in backend.cluster.primaries]
         try:
-            before = [server_reads(r) for r in raws]
-            async with store.batch() as b:
-                puts = [b.sessions.put(id, {"id": id}) for id in ids]
-                save = b.checkpoints.save("task", {"n": 1})
-            reads = [server_reads(r) - was - 1 for r, was in zip(raws, before, strict=True)]
+            # A primary also reads its replica's once-a-second REPLCONF ACK, which may
+            # fall inside one measurement (it only ever adds): the least of three.
+            least: list[int] = []
+            for _ in range(3):
+                before = [server_reads(r) for r in raws]
+                async with store.batch() as b:
+                    puts = [b.sessions.put(id, {"id": id}) for id in ids]
+                    save = b.checkpoints.save("task", {"n": 1})
+                reads = [server_reads(r) - was - 1 for r, was in zip(raws, before, strict=True)]
+                least = [min(p) for p in zip(least, reads, strict=True)] if least else reads
         finally:
             for r in raws:
                 r.close()
-        assert reads == [1, 1, 1]  # one pipeline per primary
+        assert least == [1, 1, 1]  # one pipeline per primary
         assert [p.result().data for p in puts] == [{"id": id} for id in ids]
         assert save.result().state == {"n": 1}
         found = await store.sessions.get_many(ids)
