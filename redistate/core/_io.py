@@ -26,6 +26,7 @@ __all__ = [
     "async_event",
     "async_initialize",
     "async_lock",
+    "async_loop",
     "async_finish",
     "async_idle",
     "async_join",
@@ -41,6 +42,7 @@ __all__ = [
     "sync_event",
     "sync_initialize",
     "sync_lock",
+    "sync_loop",
     "sync_finish",
     "sync_idle",
     "sync_join",
@@ -209,6 +211,16 @@ def sync_finish(fn: Callable[[], Any], undo: Callable[[Any], Any]) -> Any:
 
 
 # -- cluster clients -------------------------------------------------------------------
+
+
+def async_loop() -> object:
+    """The event loop the caller runs in: an async connection's sockets belong to it."""
+    return asyncio.get_running_loop()
+
+
+def sync_loop() -> object:
+    """None: a sync connection's sockets belong to no loop."""
+    return None
 
 
 def async_lock() -> asyncio.Lock:

@@ -28,7 +28,14 @@ from tenacity import (
 )
 
 from . import telemetry
-from ._io import async_confirm, async_initialize, async_lock, async_lost, async_offload
+from ._io import (
+    async_confirm,
+    async_initialize,
+    async_lock,
+    async_loop,
+    async_lost,
+    async_offload,
+)
 from ._translate import (
     ERRORS,
     describe,
@@ -41,6 +48,7 @@ from .batching import Call
 from .durability import DEFAULT as DEFAULT_DURABILITY
 from .durability import Durability, check_durability, check_replica_timeout
 from .errors import ForkedStore, LockLost, NotReplicated, RedistateError, RedistateWarning
+from .loops import drop_connections, unusable
 from .retry import RetryPolicy, is_transient, refused
 from .scripts import Parsed, Reply, Script, library, script
 from .server import (
@@ -148,6 +156,7 @@ class AsyncConnection:
         "_fcall",
         "_loaded",
         "_lock",
+        "_loop",
         "_nodes",
         "_pid",
         "_probed",
@@ -222,6 +231,8 @@ class AsyncConnection:
         self._lock = async_lock()
         self._check_lock = async_lock()
         self._nodes: dict[str, Redis] = {}
+        # The event loop its connections belong to (None: none yet, or a sync one).
+        self._loop: object = None
         # Scripts run as functions (FCALL of redistate's library, loaded on a server when
         # it answers "Function not found") until a server has no FUNCTION or this user
         # may not load the library: then by EVALSHA, for the rest of this connection.
@@ -267,7 +278,16 @@ class AsyncConnection:
         while ``_unready``, _recover asks first_contact. Until it succeeds every command
         comes here first; after, a refused connection is transient (a restarting
         server), and the hot path pays one attribute test. An embedded store gets here
-        only in a process forked after it was made (see _forked), and is refused."""
+        only in a process forked after it was made (see _forked), and is refused.
+
+        In an event loop other than the last one's (a loop per invocation, the
+        serverless pattern), the connections of that one are dropped first: they
+        belong to its loop (see redistate.core.loops)."""
+        loop = async_loop()
+        if self._loop is not loop:
+            self._rebind(loop)
+            if not self._unready:
+                return
         if self._embedded:
             raise ForkedStore(
                 f"this embedded store (in-process fakeredis) was made in process "
@@ -289,6 +309,22 @@ class AsyncConnection:
                     judge(await self.server_facts(), self._check)  # UnsafeServer if strict
                     self._checked = True
         self._unready = False
+
+    def _rebind(self, loop: object) -> None:
+        """Make this connection the caller's loop's: drop the connections of the loop
+        it last ran in, which has ended (a loop still running elsewhere is refused:
+        its calls may be using them), and make new locks (a lock of an event loop binds to
+        the loop that first waited on it)."""
+        if self._loop is not None:
+            if not unusable(self._loop):
+                raise RuntimeError(
+                    "this store's connection is in use by another running event loop: "
+                    "make one AsyncStore per event loop (per thread that runs one)"
+                )
+            drop_connections(self.client, *self._nodes.values())
+            self._nodes.clear()
+            self._lock, self._check_lock = async_lock(), async_lock()
+        self._loop = loop
 
     async def _contact(self) -> None:
         call = functools.partial(self.client.execute_command, "TIME")
@@ -459,7 +495,7 @@ class AsyncConnection:
         """
         if lease is not None:
             await async_confirm(lease)
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         telemetry.trip(script.name, self.address)
         first, again = self._memory_args(script, keys, args)
@@ -711,7 +747,7 @@ class AsyncConnection:
         raise error  # not reached: the loop returns or raises
 
     async def get(self, key: str) -> bytes | None:
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         telemetry.trip(None, self.address)
         started = time.monotonic()
@@ -728,7 +764,7 @@ class AsyncConnection:
         transaction, so the keys may live in any slots. A read, so a resend is safe."""
         if not keys:
             return []
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         telemetry.trip(None, self.address)
         started = time.monotonic()
@@ -770,7 +806,7 @@ class AsyncConnection:
         it: each group's replies are then not one point-in-time view."""
         if not groups:
             return []
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         telemetry.trip(None, self.address)
         call = functools.partial(self._batch, groups, atomic)
@@ -860,7 +896,7 @@ class AsyncConnection:
         recodes): on a transient failure the whole batch is sent again."""
         if not calls:
             return []
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         telemetry.trip(calls[0][0].name, self.address)
         sends = [(run, keys, self._memory_args(run, keys, args)) for run, keys, args in calls]
@@ -935,7 +971,7 @@ class AsyncConnection:
                 except LockLost as lost:
                     out[at] = lost
                     early.add(at)
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         telemetry.trip(calls[-1].script.name, self.address)
         sends = [self._memory_args(c.script, c.keys, c.args) for c in calls]
@@ -1085,7 +1121,7 @@ class AsyncConnection:
     async def idempotent(self, *args: Any) -> Any:
         """One command that may safely run twice (SADD, SREM, SMEMBERS, DEL...),
         retried like a read."""
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         telemetry.trip(None, self.address)
         started = time.monotonic()
@@ -1096,7 +1132,7 @@ class AsyncConnection:
             return await self._recover(exc, call, started, None, str(args[0]).lower())
 
     async def pttl(self, key: str) -> int:
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         telemetry.trip(None, self.address)
         started = time.monotonic()
@@ -1110,7 +1146,7 @@ class AsyncConnection:
     async def blpop(self, key: str, timeout: float, budget: float | None = None) -> Any:
         """BLPOP with a timeout in seconds (fractions allowed since Redis 6); ``budget``
         shortens the retry deadline."""
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         telemetry.trip(None, self.address)
         seconds = max(timeout, 0.001)
@@ -1125,7 +1161,7 @@ class AsyncConnection:
         """LRANGE each ``(key, start, stop)`` in one MULTI/EXEC: one round trip, one
         consistent view, and list elements never pass through Lua. Every key must share
         one hash slot. A read, so a resend is safe."""
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         telemetry.trip(None, self.address)
         started = time.monotonic()
@@ -1160,7 +1196,7 @@ class AsyncConnection:
         """Every key matching ``pattern``: SCAN (never KEYS) on the server, or on each
         primary of a cluster in turn. ``traced``: (name, kind, namespace) of a span per
         page (a span around a generator would stay open while its caller works)."""
-        if self._unready:
+        if self._unready or self._loop is not async_loop():
             await self._ready()
         for node in await self._scan_targets():
             cursor: int = 0
@@ -1199,6 +1235,8 @@ class AsyncConnection:
         return int(next(iter(cursors.values()))), batch
 
     async def aclose(self) -> None:
+        if self._loop is not async_loop():  # its connections' loop has ended: drop them
+            self._rebind(async_loop())
         try:
             for node in self._nodes.values():
                 await node.aclose()
