@@ -7,6 +7,7 @@ with SCAN + DEL afterwards (never FLUSHALL).
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -194,10 +195,26 @@ def _cleaner(b: Backend) -> Any:
     return client
 
 
-def pytest_sessionfinish() -> None:
+def pytest_sessionfinish(session: pytest.Session) -> None:
     for client in _CLEANERS.values():
         client.close()
     _CLEANERS.clear()
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:  # a pytest-xdist worker: its fault reports go to the controller
+        from tests.faults import LEASE_REPORTS, REPORTS
+
+        output["fault_reports"] = [dataclasses.asdict(r) for r in REPORTS]
+        output["lease_reports"] = [dataclasses.asdict(r) for r in LEASE_REPORTS]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """Gather each pytest-xdist worker's fault reports for the summary tables."""
+    from tests.faults import LEASE_REPORTS, REPORTS, FaultReport, LeaseReport
+
+    output = getattr(node, "workeroutput", {})
+    REPORTS.extend(FaultReport(**r) for r in output.get("fault_reports", ()))
+    LEASE_REPORTS.extend(LeaseReport(**r) for r in output.get("lease_reports", ()))
 
 
 @pytest.fixture
