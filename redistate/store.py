@@ -356,7 +356,7 @@ class Store(WithGuard):
         name: str,
         ttl: float = 30,
         wait: float | None = None,
-        renew: bool = True,
+        renew: bool | str = True,
         on_lost: Callable[[Lease], Any] | None = None,
     ) -> Lease:
         """A fenced lease on ``name`` (not yet acquired): use ``with``, or
@@ -365,24 +365,30 @@ class Store(WithGuard):
         Where the store is asynchronous, renewal is a task on the event loop: a
         blocking call inside the block (a sync HTTP client, ``time.sleep``) stops it,
         and a lease blocked past its TTL is lost; the LockLost that follows says how
-        long the loop was blocked. Run blocking code in a worker thread (``to_thread``)."""
+        long the loop was blocked. Run blocking code in a worker thread (``to_thread``).
+        ``renew="inline"``: no renewer; each guarded write extends the lease to ``ttl``
+        in its own script, so a holder keeps it by writing at least once a ``ttl``
+        (a frozen serverless function, or a paused process, loses it)."""
 
         from .leases.lease import Lease
 
         return Lease(self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost)
 
-    def task(self, task_id: str, ttl: float = 30, wait: float | None = None) -> TaskRun:
+    def task(
+        self, task_id: str, ttl: float = 30, wait: float | None = None, renew: bool | str = True
+    ) -> TaskRun:
         """Run a task as its only owner: ``with store.task("t1") as run``.
         Takes the lease, restores the state, guards every save (see TaskRun).
 
         Where the store is asynchronous, the lease is renewed by a task on the event
         loop: a blocking tool call in the block stops the renewal, and past ``ttl`` the
         lease is lost (the LockLost names the blocked loop). Run blocking tools in a
-        worker thread (``to_thread``)."""
+        worker thread (``to_thread``). ``renew="inline"``: each save and step record
+        renews it instead, nothing in the background (serverless functions)."""
 
         from .steps.runner import TaskRun
 
-        return TaskRun(self, task_id, ttl=ttl, wait=wait)
+        return TaskRun(self, task_id, ttl=ttl, wait=wait, renew=renew)
 
     def close(self) -> None:
         """Close the client's connections (and a Sentinel URL's sentinel clients)."""

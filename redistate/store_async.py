@@ -357,7 +357,7 @@ class AsyncStore(AsyncWithGuard):
         name: str,
         ttl: float = 30,
         wait: float | None = None,
-        renew: bool = True,
+        renew: bool | str = True,
         on_lost: Callable[[AsyncLease], Any] | None = None,
     ) -> AsyncLease:
         """A fenced lease on ``name`` (not yet acquired): use ``async with``, or
@@ -366,7 +366,10 @@ class AsyncStore(AsyncWithGuard):
         Where the store is asynchronous, renewal is a task on the event loop: a
         blocking call inside the block (a sync HTTP client, ``time.sleep``) stops it,
         and a lease blocked past its TTL is lost; the LockLost that follows says how
-        long the loop was blocked. Run blocking code in a worker thread (``to_thread``)."""
+        long the loop was blocked. Run blocking code in a worker thread (``to_thread``).
+        ``renew="inline"``: no renewer; each guarded write extends the lease to ``ttl``
+        in its own script, so a holder keeps it by writing at least once a ``ttl``
+        (a frozen serverless function, or a paused process, loses it)."""
 
         from .leases.lease_async import AsyncLease
 
@@ -374,18 +377,21 @@ class AsyncStore(AsyncWithGuard):
             self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost
         )
 
-    def task(self, task_id: str, ttl: float = 30, wait: float | None = None) -> AsyncTaskRun:
+    def task(
+        self, task_id: str, ttl: float = 30, wait: float | None = None, renew: bool | str = True
+    ) -> AsyncTaskRun:
         """Run a task as its only owner: ``async with store.task("t1") as run``.
         Takes the lease, restores the state, guards every save (see AsyncTaskRun).
 
         Where the store is asynchronous, the lease is renewed by a task on the event
         loop: a blocking tool call in the block stops the renewal, and past ``ttl`` the
         lease is lost (the LockLost names the blocked loop). Run blocking tools in a
-        worker thread (``to_thread``)."""
+        worker thread (``to_thread``). ``renew="inline"``: each save and step record
+        renews it instead, nothing in the background (serverless functions)."""
 
         from .steps.runner_async import AsyncTaskRun
 
-        return AsyncTaskRun(self, task_id, ttl=ttl, wait=wait)
+        return AsyncTaskRun(self, task_id, ttl=ttl, wait=wait, renew=renew)
 
     async def aclose(self) -> None:
         """Close the client's connections (and a Sentinel URL's sentinel clients)."""

@@ -506,11 +506,15 @@ class AsyncConnection:
         reply: Any = _NO_REPLY
         try:
             reply = await send(script, keys, first)
+            if lease is not None:
+                lease._written(started)  # passed the fence check: renew="inline" renews
             return reply
         except ERRORS as exc:
             try:
                 retry = functools.partial(send, script, keys, again)
                 reply = await self._recover(exc, retry, started, budget, self._verb)
+                if lease is not None:
+                    lease._written(started)
                 return reply
             except LockLost as refused:
                 if lease is None:
@@ -993,6 +997,8 @@ class AsyncConnection:
             if not isinstance(reply, Exception):  # the usual case first
                 if call.wid is not None and run.memory is not None and run.wrote(reply):
                     self._acked(call.keys[run.memory[0]], call.wid)
+                if call.lease is not None:
+                    call.lease._written(started)  # renew="inline": the write renewed it
                 continue
             if not isinstance(reply, RedistateError):
                 reply = out[at] = translate(reply, self.address, self._verb)

@@ -30,6 +30,7 @@ from ..core.keys import KeySpace
 from ..core.scripts import script
 from .renewals import Renewals
 from .spec import (
+    INLINE,
     SHORT_WAIT,
     LockAbandonArgs,
     LockAbandonReply,
@@ -40,6 +41,7 @@ from .spec import (
     LockReleaseArgs,
     LockReleaseReply,
     check_lease_ttl,
+    check_renew,
     check_wait,
     holder_fence,
     lease_value,
@@ -77,11 +79,14 @@ class Lease(WithGuard):
     ``lease.fence`` strictly increases per name across holders, expiry, deletion,
     restarts and failovers; it stays readable after release (what the lease held, for
     logs), while ``lease.held`` says whether it is held now. With ``renew=True`` a
-    background task extends the lease every ttl/3. The lease keeps a local deadline
-    (when the last acquire or extend was sent, plus the TTL, less a drift margin): once
-    it has passed, or a renewal fails, or any guarded write is refused with LockLost,
-    ``lease.lost`` is set, ``on_lost`` runs, guarded writes raise LockLost without
-    sending anything and ``run.step`` calls no function. Under
+    background task extends the lease every ttl/3; with ``renew="inline"`` each guarded
+    write extends it in its own script (nothing runs between calls: a serverless
+    function, frozen between invocations, keeps it only by writing within the TTL).
+    The lease keeps a local deadline (when the last acquire, extend or inline renewal
+    was sent, plus the TTL, less a drift margin): once it has passed, or a renewal
+    fails, or any guarded write is refused with LockLost, ``lease.lost`` is set,
+    ``on_lost`` runs, guarded writes raise LockLost without sending anything and
+    ``run.step`` calls no function. Under
     ``durability="replicated"`` acquire and extend wait for a replica like writes do.
     """
 
@@ -93,7 +98,7 @@ class Lease(WithGuard):
         *,
         ttl: float = 30,
         wait: float | None = None,
-        renew: bool = True,
+        renew: bool | str = True,
         on_lost: Callable[[Lease], Any] | None = None,
     ) -> None:
         self._conn = conn
@@ -108,7 +113,7 @@ class Lease(WithGuard):
         self._keys = (self.key, self._fence_key, self._wake)
         self.ttl_ms = check_lease_ttl(ttl)
         self.wait = check_wait(wait)
-        self.renew = renew
+        self.renew = check_renew(renew)
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be a callable or None, got {type(on_lost).__name__}")
         self.on_lost = on_lost
@@ -175,8 +180,10 @@ class Lease(WithGuard):
         late = now - self._valid_until
         if late < 0:
             return None
-        if not self.renew:
+        if self.renew is False:
             why = "renew=False and no extend() in time"
+        elif self.renew == INLINE:
+            why = "renew='inline' and no guarded write or extend() in time"
         elif self._renewing is not None:
             why = f"its renewal, sent {now - self._renewing:.1f} s ago, has had no reply"
         else:  # the renewal was due a third of the TTL after the last one and never ran
@@ -185,6 +192,14 @@ class Lease(WithGuard):
             f"ran past its deadline {late:.3f} s ago with no renewal since (ttl "
             f"{self.ttl_ms} ms): {why}; another owner may hold it now, nothing was sent"
         )
+
+    def _written(self, sent: float) -> None:
+        """A guarded write sent at ``sent`` (monotonic) passed the server's fence check,
+        which extended the lease to its TTL (``renew="inline"``): the local deadline
+        moves with it."""
+        if self.renew == INLINE and self._valid_until is not None and not self.lost.is_set():
+            self._valid_until = max(self._valid_until, valid_until(sent, self.ttl_ms))
+            self._renewed = max(self._renewed, sent)
 
     def _refused(self, reply: str) -> str:
         """The LockLost message of a guarded write the server refused (its RSLOCKLOST
@@ -256,7 +271,7 @@ class Lease(WithGuard):
                 self.fence, self._released = reply.fence, False
                 self._valid_until = valid_until(sent, max(reply.ttl_ms, 0))
                 self._renewed = sent
-                if self.renew:
+                if self.renew is True:
                     self._quiet = sync_event()  # made anew: an event may belong to a loop
                     self._quiet.set()
                     _renewals(self._conn).add(self, self.token, sent + self.ttl_ms / 3000)
@@ -349,7 +364,7 @@ class Lease(WithGuard):
     def _release(self) -> None:
         value = self.value
         with self._turn:
-            renewing = self.renew and not self._stop and self.fence is not None
+            renewing = self.renew is True and not self._stop and self.fence is not None
             self._stop = True
         if renewing:
             _renewals(self._conn).release()

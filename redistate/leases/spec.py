@@ -20,6 +20,7 @@ from ..core._ttl import check_ttl
 from ..core.errors import LockLost
 
 __all__ = [
+    "INLINE",
     "Guard",
     "LockAbandonArgs",
     "LockAbandonReply",
@@ -262,6 +263,17 @@ def check_wait(wait: object) -> float | None:
     return float(wait)
 
 
+INLINE: Final = "inline"  # renew=: extended by each guarded write, no renewer
+
+
+def check_renew(renew: object) -> bool | str:
+    """``renew=``: True (a renewer task or thread), False (extend() by hand) or
+    "inline" (each guarded write extends the lease; nothing runs in the background)."""
+    if renew is True or renew is False or renew == INLINE:
+        return renew
+    raise ValueError(f"renew must be True, False or 'inline', got {renew!r:.80}")
+
+
 def check_lease_ttl(ttl: object) -> int:
     ms = check_ttl(ttl, "lease ttl")
     if ms == 0:
@@ -306,6 +318,8 @@ def guard_args(lease: Any, entity_id: str, lock_key: str) -> Guard:
     if getattr(lease, "key", None) != lock_key:
         raise ValueError(f"lease on {lease.key!r} belongs to another namespace than {lock_key!r}")
     value = lease.value
+    if value is not None and getattr(lease, "renew", None) == INLINE:
+        value = f"{value};{lease.ttl_ms}"  # each guarded write extends it (rs_guard)
     if lease.lost.is_set() or value is None:
         overdue = getattr(lease, "_overdue", None)
         problem = overdue() if callable(overdue) else None

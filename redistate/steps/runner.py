@@ -46,10 +46,18 @@ class TaskRun(WithGuard):
     released on exit.
     """
 
-    def __init__(self, store: Store, task_id: str, *, ttl: float, wait: float | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        task_id: str,
+        *,
+        ttl: float,
+        wait: float | None,
+        renew: bool | str = True,
+    ) -> None:
         self._store = store
         self.task_id = task_id
-        self.lease: Lease = store.lock(task_id, ttl=ttl, wait=wait)
+        self.lease: Lease = store.lock(task_id, ttl=ttl, wait=wait, renew=renew)
         """The task's lease; it guards every save, log and step record."""
         self.state: Any = {}
         """The task's state: restored on entry ({} on a first run), then what

@@ -45,10 +45,18 @@ class AsyncTaskRun(AsyncWithGuard):
     released on exit.
     """
 
-    def __init__(self, store: AsyncStore, task_id: str, *, ttl: float, wait: float | None) -> None:
+    def __init__(
+        self,
+        store: AsyncStore,
+        task_id: str,
+        *,
+        ttl: float,
+        wait: float | None,
+        renew: bool | str = True,
+    ) -> None:
         self._store = store
         self.task_id = task_id
-        self.lease: AsyncLease = store.lock(task_id, ttl=ttl, wait=wait)
+        self.lease: AsyncLease = store.lock(task_id, ttl=ttl, wait=wait, renew=renew)
         """The task's lease; it guards every save, log and step record."""
         self.state: Any = {}
         """The task's state: restored on entry ({} on a first run), then what

@@ -17,7 +17,7 @@ returns  the number of keys deleted; -1: a resend of a delete that deleted keys
 errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds the lock
          (nothing deleted).
 The recent writes are kept: a resend of a save, log or this delete must still be known.
-unchecked del get zscore
+unchecked get zscore
 ]]
 local memory_ms, resend, ack = rs_memory(ARGV[3])
 if not memory_ms or not string.match(ARGV[2], '^[%w_-]+$') or #ARGV[2] > 64 then

@@ -30,7 +30,7 @@ errors   RSARG on malformed arguments; RSLOCKLOST if the lease no longer holds t
          RSFULL if the log holds ARGV[3] deltas already (save a checkpoint to compact
          it). All before any write.
 Every key of a task always carries the same expiry: the log never outlives its task.
-unchecked get lindex llen rpush time zscore
+unchecked get llen zscore
 ]]
 local id, limit, ttl_ms = ARGV[1], tonumber(ARGV[3]), rs_ttl(ARGV[4])
 local memory_ms, resend, ack = rs_memory(ARGV[7])

@@ -83,14 +83,26 @@ end
 -- A guarded write may go ahead only while the lease's value is still the lock key's:
 -- an expired or taken-over lease never writes (fencing, checked in the same step).
 -- The reply names the holder's fence (or "free"), never a token: tokens release locks.
+-- A lease renewed inline ("<token>,<fence>;<ttl_ms>", renew="inline") is extended to
+-- its TTL by each guarded write that passes: a holder that writes keeps it, with no
+-- thread, and a frozen one (a serverless function between invocations) loses it.
 local function rs_guard(lock_key, lease)
   if lease == '' then return nil end
+  local value, ttl = lease, nil
+  local semi = string.find(lease, ';', 1, true)
+  if semi then
+    value, ttl = string.sub(lease, 1, semi - 1), string.sub(lease, semi + 1)
+    if not rs_ttl(ttl) or ttl == '0' then
+      return redis.error_reply('RSARG malformed lease ttl in ' .. lease)
+    end
+  end
   local current = redis.call('GET', lock_key)
-  if current ~= lease then
+  if current ~= value then
     local holder = 'free'
     if current then holder = string.match(current, ',(%d+)$') or 'other' end
     return redis.error_reply('RSLOCKLOST ' .. lock_key .. ' ' .. holder)
   end
+  if ttl then redis.call('PEXPIRE', lock_key, ttl) end
   return nil
 end
 

@@ -27,7 +27,7 @@ returns  {1, id}: appended, `id` the stream id (server time);
          newest 64 events
 errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the lock,
          RSINTEGRITY if the newest event has no position or digest. All before any write.
-unchecked get hmget xadd xrevrange zscore
+unchecked get zscore
 ]]
 local memory_ms, resend, ack = rs_memory(ARGV[10])
 if (ARGV[1] ~= '' and not rs_link_ok(ARGV[1]))

@@ -16,7 +16,7 @@ returns  {status, version}: status 1 = deleted (version: the deleted one); 2 = a
          0) or at another version than expected
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value,
          RSLOCKLOST if the lease no longer holds the lock.
-unchecked del exists get getrange zscore
+unchecked get zscore
 ]]
 local memory_ms, resend, ack = rs_memory(ARGV[4])
 if (ARGV[1] ~= '' and not string.match(ARGV[1], '^[1-9]%d*$')) or not memory_ms

@@ -35,7 +35,7 @@ write costs O(patch), not O(record) (the reply is the whole value: the caller fo
 record_compact folds the frames back.
 Every merge remembers its own id with its own version (only a merge that turns a plain
 record into a patched one leaves its id in the header); versions as in record_put.
-unchecked append exists getrange set strlen time zscore
+unchecked exists getrange zscore
 ]]
 local patch, tail = ARGV[1], ARGV[4]
 local ttl_ms = rs_ttl(ARGV[2])

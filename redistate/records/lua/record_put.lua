@@ -32,7 +32,7 @@ held is reported as applied even if the lease has expired since.
 Versions are max(previous + 1, server time in µs): strictly increasing per key and,
 as long as the server clock does not step back, never repeated after delete and
 re-create, without keeping anything extra.
-unchecked exists get getrange set time zscore
+unchecked exists get getrange time zscore
 ]]
 local expected = ARGV[1]
 local ttl_ms = rs_ttl(ARGV[2])

@@ -11,7 +11,6 @@ returns  nil if the record does not exist, else {expires_ms, value or ""}; the v
 errors   RSARG on malformed arguments, RSINTEGRITY if the key holds a foreign value,
          RSLOCKLOST if the lease no longer holds the lock.
 The version and write id are kept: a touch is not a write of the data.
-unchecked exists get getrange persist pexpire time
 ]]
 local ttl_ms = rs_ttl(ARGV[1])
 if not ttl_ms or (ARGV[2] ~= '0' and ARGV[2] ~= '1') then

@@ -14,7 +14,7 @@ returns  {1}: recorded (also for a resend: the same record is found, nothing cha
          {0, record}: the step already has a result, `record`; nothing written
 errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the
          lock (checked after the resend lookup). Both before any write.
-unchecked get hget hset
+unchecked get hget
 ]]
 local ttl_ms = rs_ttl(ARGV[4])
 if ARGV[1] == '' or not ttl_ms or string.sub(ARGV[2], 1, 3) ~= 'S1,' then

@@ -23,7 +23,6 @@ returns  {1, now_ms, created}: written, created "1" if the namespace had no item
          generation. Nothing is written then.
 errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the
          lock; WRONGTYPE if a key holds something else. All before any write.
-unchecked exists get
 ]]
 local memory_ms, resend, ack = rs_memory(ARGV[1])
 if not memory_ms or not string.match(ARGV[2], '^[%w_-]+$') or #ARGV[2] > 32
