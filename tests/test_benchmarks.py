@@ -236,6 +236,24 @@ def test_cli_startup_benchmark_prints_each_command_against_the_interpreter_basel
     assert "judgement: `redistate --url URL ls` takes" in done.stdout
 
 
+def test_cold_start_benchmark_prints_each_line_against_python_and_redis_py() -> None:
+    """benchmarks/cold_start.py --quick: imports and a fresh process's first put, each
+    over the interpreter and over its redis-py counterpart (printed, never judged)."""
+    done = bench("cold_start.py", "--quick")
+    assert "Cold start: a fresh process each (medians)" in done.stdout
+    for line in (
+        "python -c pass",
+        "import redis",
+        "import redistate",
+        "from redistate import Store, AsyncStore",
+        "redis-py: first SET",
+        "redistate: first put",
+        "redistate: first put, server_check off",
+    ):
+        assert f"\n{line} " in done.stdout, line
+    assert "judgement: start to first put is" in done.stdout
+
+
 def test_server_time_check_fails_a_row_far_over_its_reference(tmp_path: Path) -> None:
     # The committed reference, each redistate row made a tenth as dear in µs and in
     # "x script": a run at least a third as dear as the reference is then over the 3x

@@ -20,10 +20,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any, Final, Generic, Protocol, TypeVar
+from pathlib import Path
+from typing import Any, Final, Generic, NamedTuple, Protocol, TypeVar
 
 from . import telemetry
 
@@ -55,10 +55,20 @@ class Reply(Protocol):
 P = TypeVar("P", bound=Reply)
 
 
-@dataclass(frozen=True, slots=True)
+class Made(NamedTuple):
+    """What every call of a script needs, read from its Lua file's header on first use
+    (its source, for EVALSHA, only when asked: it needs every library's)."""
+
+    memory: tuple[int, int] | None
+    function: str
+    resent: frozenset[int]
+
+
 class Script:
-    """A Lua script's source and SHA-1 (what EVALSHA takes). Its replies are returned
-    as the server sent them and count as writes; see :meth:`replying`.
+    """A Lua script, by name: its source and SHA-1 (what EVALSHA takes) and the rest of
+    :class:`Made` are read on first use, not at import (a serverless cold start pays
+    for none of the package's Lua until its first call). Its replies are returned as
+    the server sent them and count as writes; see :meth:`replying`.
 
     ``memory``: for a script with a write memory (its header's ``memory KEYS[k]
     ARGV[a]`` line), the 0-based positions of the memory's key and of its argument,
@@ -71,17 +81,43 @@ class Script:
     ``resent`` line); each is noted on the operation's span and metrics. Only a resend
     can get one, so the check costs the usual reply one comparison."""
 
-    name: str
-    source: str
-    sha: str
-    memory: tuple[int, int] | None = None
-    function: str = ""
-    resent: frozenset[int] = frozenset()
+    __slots__ = ("_made", "name")
+
+    def __init__(self, name: str, made: Made | None = None) -> None:
+        self.name = name
+        self._made = made
+
+    def _get(self) -> Made:
+        made = self._made
+        if made is None:
+            made = self._made = _make(self.name)
+        return made
+
+    @property
+    def source(self) -> str:
+        return _compiled(self.name)[0]
+
+    @property
+    def sha(self) -> str:
+        return _compiled(self.name)[1]
+
+    @property
+    def memory(self) -> tuple[int, int] | None:
+        return self._get().memory
+
+    @property
+    def function(self) -> str:
+        return self._get().function
+
+    @property
+    def resent(self) -> frozenset[int]:
+        return self._get().resent
 
     def read(self, reply: Any) -> Any:
         """The reply a call returns."""
-        if self.resent:
-            _recognised(self.resent, reply)
+        resent = self._get().resent
+        if resent:
+            _recognised(resent, reply)
         return reply
 
     def wrote(self, reply: Any) -> bool:
@@ -90,21 +126,26 @@ class Script:
 
     def replying(self, parse: Callable[[Any], P]) -> Parsed[P]:
         """This script, its replies parsed by ``parse`` (a reply type's ``parse``)."""
-        return Parsed(
-            self.name, self.source, self.sha, self.memory, self.function, self.resent, parse=parse
-        )
+        return Parsed(self.name, parse, self._made)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
 
-@dataclass(frozen=True, slots=True)
 class Parsed(Script, Generic[P]):
     """A script whose replies a call returns parsed, and whose parsed reply says
     whether it wrote (the connection decodes no status itself)."""
 
-    parse: Callable[[Any], P] = field(kw_only=True)
+    __slots__ = ("parse",)
+
+    def __init__(self, name: str, parse: Callable[[Any], P], made: Made | None = None) -> None:
+        super().__init__(name, made)
+        self.parse = parse
 
     def read(self, reply: Any) -> P:
-        if self.resent:
-            _recognised(self.resent, reply)
+        resent = self._get().resent
+        if resent:
+            _recognised(resent, reply)
         return self.parse(reply)
 
     def wrote(self, reply: Any) -> bool:
@@ -167,7 +208,14 @@ def _files() -> dict[str, Any]:
     """Every Lua file of the package by name: each concept folder's ``lua/`` holds its
     own scripts (names are unique across folders)."""
     found: dict[str, Any] = {}
-    todo = [resources.files("redistate")]
+    root = resources.files("redistate")
+    if isinstance(root, Path):  # installed as files: one glob, not a walk of the tree
+        for path in sorted(root.glob("*/lua/*.lua")) + sorted(root.glob("*/*/lua/*.lua")):
+            if path.stem in found:
+                raise RuntimeError(f"two Lua scripts called {path.stem!r}")
+            found[path.stem] = path
+        return found
+    todo = [root]
     while todo:
         folder = todo.pop()
         for item in folder.iterdir():
@@ -363,16 +411,27 @@ def _acl_prelude(name: str) -> str:
 
 @cache
 def script(name: str) -> Script:
-    """The script called ``name``: its ACL check, its libraries, then its file. Its
+    """The script called ``name`` (read on first use: see :class:`Script`). Its
     replies come back as the server sent them (see :meth:`Script.replying`)."""
+    if name not in _files() or name[0] == "_":
+        raise KeyError(f"no Lua script named {name!r}")
+    return Script(name)
+
+
+@cache
+def _make(name: str) -> Made:
+    return Made(_memory(name), f"{library_name()}_{name}", _resent(name))
+
+
+@cache
+def _compiled(name: str) -> tuple[str, str]:
+    """(source, SHA-1) of script ``name``: its ACL check, its libraries, then its file."""
     needed = _libraries().get(name)
     if needed is None:
         raise KeyError(f"no Lua script named {name!r}")
     libraries = "".join(_read(lib) for lib in needed)
     source = _acl_prelude(name) + libraries + _read(name)
-    sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
-    function = f"{library()[0]}_{name}"
-    return Script(name, source, sha, _memory(name), function, _resent(name))
+    return source, hashlib.sha1(source.encode("utf-8")).hexdigest()
 
 
 # Commands that never write: a script calling only these is registered "no-writes"
@@ -410,9 +469,9 @@ def library() -> tuple[str, str]:
     source. The ``_*.lua`` libraries are defined once at its top level; each script is
     a function whose body sets KEYS and ARGV (locals of the library) to its arguments,
     then runs its ACL check and its file: the text EVALSHA runs, less the libraries.
-    The name is ``redistate_<hash>`` of the body, and each function is named
-    ``<library name>_<script>``: a new version loads beside an old one (no REPLACE),
-    and a rolling upgrade never calls the other's."""
+    The name is :func:`library_name`, and each function is named ``<library
+    name>_<script>``: a new version loads beside an old one (no REPLACE), and a
+    rolling upgrade never calls the other's."""
     # KEYS and ARGV: the call's, set first by each function, so that library code
     # reads them as in a script (_graph's helpers do). One call runs at a time.
     body = [
@@ -432,9 +491,21 @@ def library() -> tuple[str, str]:
             + _acl_prelude(name) + _read(name) + "\nend}\n"
         )  # fmt: skip
     text = "".join(body + registered)
-    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
-    lib = f"redistate_{digest}"
+    lib = library_name()
     return lib, f"#!lua name={lib}\n" + text.replace("'@@_", f"'{lib}_")
+
+
+@cache
+def library_name() -> str:
+    """``redistate_<hash>`` of every Lua file of the package and of this module (which
+    assembles the library from them): whatever changes the library changes its name.
+    Cheap, so a process's first FCALL does not assemble the library (only a server
+    that lacks it needs its text)."""
+    digest = hashlib.sha1(Path(__file__).read_bytes())
+    for name in sorted(_files()):
+        digest.update(f"\0{name}\0".encode())
+        digest.update(_read(name).encode("utf-8"))
+    return f"redistate_{digest.hexdigest()[:16]}"
 
 
 _MEMORY: Final = re.compile(r"^memory +KEYS\[(\d+)\] +ARGV\[(\d+)\]", re.M)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from redistate.core import scripts
-from redistate.core.scripts import Script, script
+from redistate.core.scripts import Made, Script, script
 from tests.lua_flow import Flow
 
 
@@ -287,7 +287,7 @@ def test_a_script_with_a_write_memory_must_say_how_it_answers_a_resend(
 def test_only_a_reply_the_script_declares_is_noted_as_a_resend(reply: Any, noted: bool) -> None:
     from tests.telemetry import watch
 
-    run = Script("x", "", "", resent=frozenset({2}))
+    run = Script("x", Made(None, "f", frozenset({2})))
     with watch() as seen:
         assert run.read(reply) == reply
         assert seen.total("redistate.resends") == (1 if noted else 0)
@@ -296,15 +296,27 @@ def test_only_a_reply_the_script_declares_is_noted_as_a_resend(reply: Any, noted
 # -- the function library --------------------------------------------------------------
 
 
-def test_the_library_is_named_by_a_hash_of_its_source_and_registers_every_script() -> None:
+def test_the_library_is_named_by_a_hash_of_what_makes_it_and_registers_every_script(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     name, source = scripts.library()
     assert re.fullmatch(r"redistate_[0-9a-f]{16}", name)
-    first, body = source.split("\n", 1)
+    first, _ = source.split("\n", 1)
     assert first == f"#!lua name={name}"
-    assert (
-        name[len("redistate_") :]
-        == hashlib.sha1(body.replace(f"'{name}_", "'@@_").encode()).hexdigest()[:16]
-    )
+    # Every Lua file and the module that assembles them: a change to any renames it.
+    digest = hashlib.sha1(Path(scripts.__file__).read_bytes())
+    for lua in sorted(_lua_files()):
+        digest.update(f"\0{lua}\0".encode() + _lua_files()[lua].encode())
+    assert name == f"redistate_{digest.hexdigest()[:16]}"
+    scripts.library_name.cache_clear()
+    original = scripts._read
+    monkeypatch.setattr(scripts, "_read", lambda n: original(n) + (" " if n == "_chain" else ""))
+    try:
+        assert scripts.library_name() != name
+    finally:
+        monkeypatch.undo()
+        scripts.library_name.cache_clear()
+    assert scripts.library_name() == name
     registered = re.findall(r"function_name = '([\w]+)'", source)
     assert registered == [f"{name}_{n}" for n in scripts.names()]
     for n in scripts.names():
