@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from .records.spec import DEFAULT, Record
     from .steps.runner import TaskRun
     from .steps.runner_async import AsyncTaskRun
+    from .steps.shutdown import Shutdown, graceful
     from .store import Store
     from .store_async import AsyncStore
 
@@ -94,7 +95,9 @@ __all__ = [
     "AsyncLease",
     "AsyncTaskRun",
     "Lease",
+    "Shutdown",
     "TaskRun",
+    "graceful",
     # building blocks
     "Codec",
     "EncryptedCodec",
@@ -150,6 +153,8 @@ _LAZY = {
     "AsyncTaskRun": ".steps.runner_async",
     "Lease": ".leases.lease",
     "TaskRun": ".steps.runner",
+    "Shutdown": ".steps.shutdown",
+    "graceful": ".steps.shutdown",
     "Codec": ".core.codec",
     "JsonCodec": ".core.codec",
     "EncryptedCodec": ".core.encryption",

@@ -375,7 +375,13 @@ class Store(WithGuard):
         return Lease(self._conn, self.keys, name, ttl=ttl, wait=wait, renew=renew, on_lost=on_lost)
 
     def task(
-        self, task_id: str, ttl: float = 30, wait: float | None = None, renew: bool | str = True
+        self,
+        task_id: str,
+        ttl: float = 30,
+        wait: float | None = None,
+        renew: bool | str = True,
+        save_every: int | None = None,
+        save_every_seconds: float | None = None,
     ) -> TaskRun:
         """Run a task as its only owner: ``with store.task("t1") as run``.
         Takes the lease, restores the state, guards every save (see TaskRun).
@@ -384,11 +390,21 @@ class Store(WithGuard):
         loop: a blocking tool call in the block stops the renewal, and past ``ttl`` the
         lease is lost (the LockLost names the blocked loop). Run blocking tools in a
         worker thread (``to_thread``). ``renew="inline"``: each save and step record
-        renews it instead, nothing in the background (serverless functions)."""
+        renews it instead, nothing in the background (serverless functions).
+        ``save_every`` / ``save_every_seconds``: ``run.turn(state)`` saves every that
+        many turns or seconds (periodic checkpoints of an agent loop)."""
 
         from .steps.runner import TaskRun
 
-        return TaskRun(self, task_id, ttl=ttl, wait=wait, renew=renew)
+        return TaskRun(
+            self,
+            task_id,
+            ttl=ttl,
+            wait=wait,
+            renew=renew,
+            save_every=save_every,
+            save_every_seconds=save_every_seconds,
+        )
 
     def close(self) -> None:
         """Close the client's connections (and a Sentinel URL's sentinel clients)."""

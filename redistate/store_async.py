@@ -378,7 +378,13 @@ class AsyncStore(AsyncWithGuard):
         )
 
     def task(
-        self, task_id: str, ttl: float = 30, wait: float | None = None, renew: bool | str = True
+        self,
+        task_id: str,
+        ttl: float = 30,
+        wait: float | None = None,
+        renew: bool | str = True,
+        save_every: int | None = None,
+        save_every_seconds: float | None = None,
     ) -> AsyncTaskRun:
         """Run a task as its only owner: ``async with store.task("t1") as run``.
         Takes the lease, restores the state, guards every save (see AsyncTaskRun).
@@ -387,11 +393,21 @@ class AsyncStore(AsyncWithGuard):
         loop: a blocking tool call in the block stops the renewal, and past ``ttl`` the
         lease is lost (the LockLost names the blocked loop). Run blocking tools in a
         worker thread (``to_thread``). ``renew="inline"``: each save and step record
-        renews it instead, nothing in the background (serverless functions)."""
+        renews it instead, nothing in the background (serverless functions).
+        ``save_every`` / ``save_every_seconds``: ``run.turn(state)`` saves every that
+        many turns or seconds (periodic checkpoints of an agent loop)."""
 
         from .steps.runner_async import AsyncTaskRun
 
-        return AsyncTaskRun(self, task_id, ttl=ttl, wait=wait, renew=renew)
+        return AsyncTaskRun(
+            self,
+            task_id,
+            ttl=ttl,
+            wait=wait,
+            renew=renew,
+            save_every=save_every,
+            save_every_seconds=save_every_seconds,
+        )
 
     async def aclose(self) -> None:
         """Close the client's connections (and a Sentinel URL's sentinel clients)."""

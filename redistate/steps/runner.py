@@ -23,6 +23,7 @@ from ..core.errors import (
     StepInterrupted,
 )
 from ..records.mergepatch import merge_patch
+from .shutdown import stopping
 from .spec import Step, check_step_name
 
 if TYPE_CHECKING:
@@ -32,6 +33,17 @@ if TYPE_CHECKING:
     from ..store import Store
 
 __all__ = ["TaskRun"]
+
+
+def _every(turns: object, seconds: object) -> tuple[int | None, float | None]:
+    """``save_every`` (turns, >= 1) and ``save_every_seconds`` (> 0), checked."""
+    if turns is not None and (isinstance(turns, bool) or not isinstance(turns, int) or turns < 1):
+        raise ValueError(f"save_every must be an int >= 1 or None, got {turns!r:.80}")
+    if seconds is not None and (
+        isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0
+    ):
+        raise ValueError(f"save_every_seconds must be a number > 0 or None, got {seconds!r:.80}")
+    return turns, None if seconds is None else float(seconds)
 
 
 class TaskRun(WithGuard):
@@ -54,7 +66,12 @@ class TaskRun(WithGuard):
         ttl: float,
         wait: float | None,
         renew: bool | str = True,
+        save_every: int | None = None,
+        save_every_seconds: float | None = None,
     ) -> None:
+        self._every = _every(save_every, save_every_seconds)
+        self._turns = 0  # turns since the last save
+        self._saved_at = time.monotonic()
         self._store = store
         self.task_id = task_id
         self.lease: Lease = store.lock(task_id, ttl=ttl, wait=wait, renew=renew)
@@ -91,11 +108,32 @@ class TaskRun(WithGuard):
         Raises:
             LockLost: another instance owns the task now; nothing was written.
         """
+        self._turns, self._saved_at = 0, time.monotonic()
         checkpoint = self._store.checkpoints.save(
             self.task_id, state, phase=phase, progress=progress, metadata=metadata, lease=self.lease
         )
         self.state, self.checkpoint = state, checkpoint
         return checkpoint
+
+    def turn(self, state: Any, *, phase: str | None = None) -> bool:
+        """One turn of an agent loop ended with ``state``: it becomes ``run.state``, and
+        is saved (guarded, like :meth:`save`) once ``save_every`` turns or
+        ``save_every_seconds`` have passed since the last save, whichever comes first.
+        True if it saved. Between saves an interruption (``redistate.graceful()``)
+        still saves the newest state.
+
+        Raises:
+            LockLost: another instance owns the task now; nothing was written.
+        """
+        self.state = state
+        self._turns += 1
+        turns, seconds = self._every
+        due = (turns is not None and self._turns >= turns) or (
+            seconds is not None and time.monotonic() - self._saved_at >= seconds
+        )
+        if due:
+            self.save(state, phase=phase)
+        return due
 
     def log(self, delta: dict[str, Any]) -> None:
         """Log a guarded merge patch after the newest checkpoint and apply it to
@@ -261,8 +299,14 @@ class TaskRun(WithGuard):
     ) -> None:
         told = self.lease._reported  # the block already heard (and maybe caught) a LockLost
         try:
+            stop = stopping(exc)
+            if stop is not None:  # redistate.graceful(): saved for the successor, then released
+                try:
+                    self.save(self.state, phase="interrupted", metadata={"signal": stop})
+                except RedistateError:
+                    pass  # lost meanwhile: the successor resumes from the last save
             # Only errors are failures: a cancellation or exit is not recorded as one.
-            if isinstance(exc, Exception) and not isinstance(exc, LockLost):
+            elif isinstance(exc, Exception) and not isinstance(exc, LockLost):
                 try:
                     self.save(self.state, phase="failed", metadata={"error": repr(exc)[:2000]})
                 except RedistateError:

@@ -143,3 +143,37 @@ def test_a_task_entered_past_a_damaged_checkpoint_falls_back(
     with store.task("t1") as run:
         assert run.state == {"step": 1} and run.checkpoint == good
         assert run.skipped == (bad.id,) and run.resumed is True
+
+
+def test_turns_save_every_n_turns_and_the_newest_state_is_run_state(
+    store: Store,
+) -> None:
+    with store.task("t1", save_every=3) as run:
+        saved = [run.turn({"turn": n}) for n in range(1, 8)]
+        assert run.state == {"turn": 7}
+    assert saved == [False, False, True, False, False, True, False]
+    # The last save was turn 6; the exit saved nothing more (no failure, no stop).
+    latest = store.checkpoints.latest("t1")
+    assert latest is not None and latest.state == {"turn": 6}
+
+
+def test_turns_save_once_the_time_has_passed(store: Store) -> None:
+    with store.task("t1", save_every_seconds=1e-6) as run:
+        assert run.turn({"turn": 1}, phase="thinking") is True
+    latest = store.checkpoints.latest("t1")
+    assert latest is not None and latest.state == {"turn": 1} and latest.phase == "thinking"
+    with store.task("t2", save_every_seconds=3600) as run:
+        assert [run.turn({"turn": n}) for n in range(5)] == [False] * 5
+    assert store.checkpoints.latest("t2") is None
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("save_every", 0), ("save_every", 1.5), ("save_every", True), ("save_every_seconds", 0)],
+)
+def test_bad_save_every_values_are_refused_naming_them(
+    store: Store, option: str, value: object
+) -> None:
+    with pytest.raises(ValueError, match=rf"{option} must be .*got {value!r}"):
+        store.task("t1", **{option: value})  # type: ignore[arg-type]
+    assert store.checkpoints.latest("t1") is None

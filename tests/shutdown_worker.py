@@ -1,0 +1,76 @@
+"""A worker stopped by SIGTERM mid-task, for tests/test_shutdown.py. Run as ``python -m
+tests.shutdown_worker URL NS sync|async``.
+
+Inside ``redistate.graceful()`` it owns the task ``job`` (lease ttl 60 s, waiting up to
+30 s for it) and runs steps ``s0``..``s4`` in order; each step's effect is an RPUSH of
+its number to the raw list ``<NS>:effects:{job}``, and after each step the run's state
+records the next one. On entry it prints ``entered <phase> <state>``; after step
+``s1`` (when the state says ``{"next": 2}`` was not there before) it prints ``mid`` and
+waits for a signal. A run that finishes prints ``finished``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import Any
+
+import orjson
+import redis
+
+from redistate import AsyncStore, Store, graceful
+
+STEPS = 5
+
+
+def _entered(run: Any) -> str:
+    phase = run.checkpoint.phase if run.checkpoint is not None else "-"
+    return f"entered {phase} {orjson.dumps(run.state).decode()}"
+
+
+def run_sync(url: str, namespace: str) -> None:
+    raw = redis.Redis.from_url(url)
+    effects = f"{namespace}:effects:{{job}}"
+    with Store.from_url(url, namespace=namespace) as store, graceful():
+        with store.task("job", ttl=60, wait=30) as run:
+            print(_entered(run), flush=True)
+            first = run.state.get("next", 0) == 0
+            for i in range(STEPS):
+                run.step(f"s{i}", lambda i=i: raw.rpush(effects, i))
+                run.save({"next": i + 1})
+                if first and i == 1:
+                    print("mid", flush=True)
+                    signal.pause()  # SIGTERM arrives here
+        print("finished", flush=True)
+
+
+async def run_async(url: str, namespace: str) -> None:
+    raw = redis.Redis.from_url(url)
+    effects = f"{namespace}:effects:{{job}}"
+    store = AsyncStore.from_url(url, namespace=namespace)
+    try:
+        async with graceful(), store.task("job", ttl=60, wait=30) as run:
+            print(_entered(run), flush=True)
+            first = run.state.get("next", 0) == 0
+            for i in range(STEPS):
+                await run.step(f"s{i}", lambda i=i: raw.rpush(effects, i))
+                await run.save({"next": i + 1})
+                if first and i == 1:
+                    print("mid", flush=True)
+                    await asyncio.Event().wait()  # SIGTERM cancels this wait
+        print("finished", flush=True)
+    finally:
+        await store.aclose()
+
+
+def main() -> None:
+    url, namespace, mode = sys.argv[1:4]
+    if mode == "sync":
+        run_sync(url, namespace)
+    else:
+        asyncio.run(run_async(url, namespace))
+
+
+if __name__ == "__main__":
+    main()
