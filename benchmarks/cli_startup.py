@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import harness
+from _fresh import medians
 from harness import Column, Row
 
 from redistate import Store
@@ -84,27 +82,10 @@ def environment(scratch: Path) -> dict[str, str]:
     return env
 
 
-def wall_ms(argv: list[str], env: dict[str, str]) -> float:
-    """One run's wall time; a command that fails stops the benchmark."""
-    start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, timeout=120)
-    elapsed = (time.perf_counter() - start) * 1000
-    if done.returncode != 0:
-        raise SystemExit(
-            f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode(errors='replace')}"
-        )
-    return elapsed
-
-
 def measure(argvs: dict[str, list[str]], env: dict[str, str], rounds: int) -> dict[str, float]:
-    """Median wall ms per label, over ``rounds`` ABBA rounds after one untimed run each."""
-    for argv in argvs.values():
-        wall_ms(argv, env)  # writes the bytecode cache, starts the embedded server once
-    samples: dict[str, list[float]] = {label: [] for label in argvs}
-    for i in range(rounds):
-        for label in list(argvs) if i % 2 == 0 else list(argvs)[::-1]:
-            samples[label].append(wall_ms(argvs[label], env))
-    return {label: statistics.median(s) for label, s in samples.items()}
+    """Median wall ms per label, over ``rounds`` ABBA rounds after one untimed run each
+    (which also starts the embedded server once)."""
+    return {label: wall for label, (wall, _) in medians(argvs, env, rounds).items()}
 
 
 def breakdown(medians: dict[str, float]) -> list[Row]:

@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import harness
+from _fresh import medians
 from cli_startup import environment
 from harness import Column, Row
 
@@ -60,33 +57,9 @@ LINES: dict[str, tuple[str, str | None]] = {
 }
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall ms, child CPU ms) of one run; a failing line stops the benchmark."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, timeout=120)
-    wall = (time.perf_counter() - start) * 1000
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"{argv} exited {done.returncode}: {done.stderr.decode()}")
-    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
-    return wall, cpu
-
-
 def measure(url: str, env: dict[str, str], rounds: int) -> dict[str, tuple[float, float]]:
     argvs = {label: [sys.executable, "-c", code, url] for label, (code, _) in LINES.items()}
-    for argv in argvs.values():
-        run_once(argv, env)  # the bytecode cache, the server's function library
-    walls: dict[str, list[float]] = {label: [] for label in argvs}
-    cpus: dict[str, list[float]] = {label: [] for label in argvs}
-    for i in range(rounds):
-        for label in list(argvs) if i % 2 == 0 else list(argvs)[::-1]:
-            wall, cpu = run_once(argvs[label], env)
-            walls[label].append(wall)
-            cpus[label].append(cpu)
-    return {
-        label: (statistics.median(walls[label]), statistics.median(cpus[label])) for label in argvs
-    }
+    return medians(argvs, env, rounds)  # the first, untimed run loads the function library
 
 
 def table(medians: dict[str, tuple[float, float]]) -> list[Row]:

@@ -6,42 +6,19 @@ Real servers, real processes and signals (tests/inline_worker.py)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from redistate import Store
+from tests import spawn
 from tests.conftest import Backend
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _worker(url: str, namespace: str, mode: str, event: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.inline_worker", url, namespace, mode, event],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-
-
-def _line(process: subprocess.Popen[bytes]) -> str:
-    assert process.stdout is not None
-    line = process.stdout.readline().decode().strip()
-    assert line, f"the worker exited (code {process.poll()})"
-    return line
-
-
-def _send(process: subprocess.Popen[bytes], line: str = "go") -> None:
-    assert process.stdin is not None
-    process.stdin.write(line.encode() + b"\n")
-    process.stdin.flush()
+    return spawn.module("inline_worker", url, namespace, mode, event)
 
 
 def test_each_guarded_write_extends_the_lease_on_the_server(
@@ -100,7 +77,7 @@ def test_a_frozen_holder_loses_its_lease_and_its_next_write_is_refused(
     expiries.subscribe("__keyevent@0__:expired")
     worker = _worker(server_backend.url, namespace, "pause", "job")
     try:
-        assert _line(worker) == "saved"
+        assert spawn.line(worker) == "saved"
         worker.send_signal(signal.SIGSTOP)  # frozen: nothing renews the lease
         while True:
             message = expiries.get_message(timeout=60)
@@ -111,8 +88,8 @@ def test_a_frozen_holder_loses_its_lease_and_its_next_write_is_refused(
             successor = store.lock("job", ttl=30, renew="inline").acquire()
             store.checkpoints.save("job", {"write": "successor"}, lease=successor)
             worker.send_signal(signal.SIGCONT)
-            _send(worker)
-            assert _line(worker) == "LockLost"
+            spawn.send(worker)
+            assert spawn.line(worker) == "LockLost"
             found = store.checkpoints.latest("job")
             assert found is not None and found.state == {"write": "successor"}
             successor.release()
@@ -135,8 +112,8 @@ def test_two_invocations_of_one_event_do_its_work_once(
     workers = [_worker(server_backend.url, namespace, "handle", event) for _ in range(2)]
     try:
         for worker in workers:
-            _send(worker)
-        outcomes = sorted(_line(w) for w in workers)
+            spawn.send(worker)
+        outcomes = sorted(spawn.line(w) for w in workers)
     finally:
         for worker in workers:
             worker.kill()

@@ -6,34 +6,17 @@ runs no recorded step again. Real processes and signals (tests/shutdown_worker.p
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests import spawn
 from tests.conftest import Backend
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _worker(url: str, namespace: str, mode: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.shutdown_worker", url, namespace, mode],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-
-
-def _line(process: subprocess.Popen[bytes]) -> str:
-    assert process.stdout is not None
-    line = process.stdout.readline().decode().strip()
-    assert line, f"the worker exited (code {process.poll()})"
-    return line
+    return spawn.module("shutdown_worker", url, namespace, mode)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -43,15 +26,15 @@ def test_a_sigtermed_worker_hands_its_task_to_the_waiting_one(
     first = _worker(server_backend.url, namespace, mode)
     second = None
     try:
-        assert _line(first) == "entered - {}"
-        assert _line(first) == "mid"  # s0 and s1 ran and were saved; it waits
+        assert spawn.line(first) == "entered - {}"
+        assert spawn.line(first) == "mid"  # s0 and s1 ran and were saved; it waits
         second = _worker(server_backend.url, namespace, mode)  # waits for the lease
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=60) == 128 + signal.SIGTERM
         assert first.stderr is not None and b"Traceback" not in first.stderr.read()
         # Woken by the release: the saved state, marked interrupted.
-        assert _line(second) == 'entered interrupted {"next":2}'
-        assert _line(second) == "finished"
+        assert spawn.line(second) == 'entered interrupted {"next":2}'
+        assert spawn.line(second) == "finished"
         assert second.wait(timeout=60) == 0
     finally:
         for process in (first, second):
