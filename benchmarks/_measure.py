@@ -12,11 +12,12 @@ import asyncio
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import harness
 import redis
-from harness import Block, Side, Timed
+from harness import Block, Column, Row, Side, Timed
 
 from tests.roundtrips import RoundTrips
 
@@ -103,3 +104,47 @@ def _fold(names: list[str]) -> list[str]:
 def side_row(side: Side) -> dict[str, Any]:
     """ops/s, p50/p99/mean µs and rt/op of one side (keys without a prefix)."""
     return side.row("")
+
+
+def store_rows(
+    loop: asyncio.AbstractEventLoop,
+    operations: Mapping[str, Callable[[Any], Awaitable[object]]],
+    targets: Mapping[str, Any],
+    stats: redis.Redis,
+    *,
+    rounds: int,
+    sizes: Callable[[str], tuple[int, int]],
+    ratios_to: Mapping[str, tuple[str, str]],
+) -> list[Row]:
+    """The adapter benchmarks' table: each operation (a coroutine function of a
+    target) on every target (a framework's store, labelled) in ABBA blocks of
+    ``sizes(operation)`` = (calls per block, warm-up calls); a row per operation with
+    each target's numbers under its label and, per key of ``ratios_to``, the p50 ratio
+    of its two labels' sides."""
+    rows: list[Row] = []
+    for name, op in operations.items():
+        blocks = {label: async_block(loop, _bound(op, t)) for label, t in targets.items()}
+        block, warmup = sizes(name)
+        sides = harness.abba(blocks, stats, rounds=rounds, block=block, warmup=warmup)
+        row: Row = {"operation": name}
+        for label, side in sides.items():
+            row |= side.row(label + " ")
+        for key, (a, b) in ratios_to.items():
+            row[key] = harness.ratios(sides[a], sides[b])["ratio_p50"]
+        rows.append(row)
+        progress(f"measured {name}")
+    return rows
+
+
+def ms_columns(labels: list[str], rows: list[Row]) -> list[Column]:
+    """The operation and each label's p50 in ms (added to ``rows``), as table columns."""
+    for row in rows:
+        for label in labels:
+            row[f"{label} p50_ms"] = row[f"{label} p50_us"] / 1000
+    cols: list[Column] = [("operation", "operation", "")]
+    cols += [(f"{label} p50 ms", f"{label} p50_ms", ",.3f") for label in labels]
+    return cols
+
+
+def _bound(op: Callable[[Any], Awaitable[object]], target: Any) -> Callable[[], Awaitable[object]]:
+    return lambda: op(target)

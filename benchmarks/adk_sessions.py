@@ -38,13 +38,13 @@ from typing import Any
 
 import harness
 import redis.asyncio
-from _measure import async_block, progress
+from _measure import ms_columns, progress, store_rows
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
 from google.adk.integrations.redis import RedisSessionService, RedisSessionServiceConfig
 from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.adk.sessions.base_session_service import BaseSessionService
-from harness import Clients, Column, Row, ratios
+from harness import Clients
 
 from redistate import AsyncStore
 from redistate.adk import RedistateSessionService
@@ -130,30 +130,29 @@ def bench(clients: Clients, args: Any) -> int:
             loop.run_until_complete(fill(service, sessions))
             fill_s[label] = time.perf_counter() - started
             progress(f"{sessions:,} sessions in {label}")
-        rows: list[Row] = []
-        for name, (op, weight) in ops(sessions).items():
+        operations = ops(sessions)
+
+        def sizes(name: str) -> tuple[int, int]:
             # Listing returns every session: a few calls per block, not --n.
+            weight = operations[name][1]
             n = args.n if weight else max(args.rounds, args.n // 50)
-            blocks = {label: async_block(loop, _bound(op, s)) for label, s in services.items()}
-            sides = harness.abba(
-                blocks,
-                clients.stats,
-                rounds=args.rounds,
-                block=max(1, n // args.rounds),
-                warmup=min(args.warmup, 2 if not weight else args.warmup),
-            )
-            row: Row = {"operation": name}
-            for label, side in sides.items():
-                row |= side.row(label + " ")
-            row["vs_adk_redis"] = ratios(sides[REDIS], sides[ADK_REDIS])["ratio_p50"]
-            row["vs_sql"] = ratios(sides[REDIS], sides[SQL])["ratio_p50"]
-            row["vs_memory"] = ratios(sides[REDIS], sides[MEMORY])["ratio_p50"]
-            rows.append(row)
-            progress(f"measured {name}")
+            return max(1, n // args.rounds), args.warmup if weight else min(args.warmup, 2)
+
+        rows = store_rows(
+            loop,
+            {name: op for name, (op, _) in operations.items()},
+            services,
+            clients.stats,
+            rounds=args.rounds,
+            sizes=sizes,
+            ratios_to={
+                "vs_adk_redis": (REDIS, ADK_REDIS),
+                "vs_sql": (REDIS, SQL),
+                "vs_memory": (REDIS, MEMORY),
+            },
+        )
         loop.run_until_complete(sql.close())
-    cols: list[Column] = [("operation", "operation", "")]
-    for label in services:
-        cols.append((f"{label} p50 ms", f"{label} p50_ms", ",.3f"))
+    cols = ms_columns(list(services), rows)
     cols += [
         ("reads/op", f"{REDIS} round_trips", ".2f"),
         ("adk reads/op", f"{ADK_REDIS} round_trips", ".2f"),
@@ -161,9 +160,6 @@ def bench(clients: Clients, args: Any) -> int:
         ("rs/sql", "vs_sql", ".2f"),
         ("rs/memory", "vs_memory", ".2f"),
     ]
-    for row in rows:
-        for label in services:
-            row[f"{label} p50_ms"] = row[f"{label} p50_us"] / 1000
     harness.print_table(cols, rows, f"ADK session services, {sessions:,} sessions of one user")
     print(
         "rs/x: redistate's p50 over x's, the median of per-block ratios; reads/op: the\n"
@@ -180,10 +176,6 @@ def bench(clients: Clients, args: Any) -> int:
     # without shared state: two.
     trips = [row[f"{REDIS} round_trips"] for row in rows[1:4]]
     return 1 if trips[0] > 1.01 or trips[1] > 3.01 or trips[2] > 2.01 else 0
-
-
-def _bound(op: Op, service: BaseSessionService) -> Callable[[], Awaitable[object]]:
-    return lambda: op(service)
 
 
 def main() -> int:

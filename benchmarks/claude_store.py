@@ -30,9 +30,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import harness
-from _measure import async_block, progress
+from _measure import ms_columns, progress, store_rows
 from claude_agent_sdk import InMemorySessionStore
-from harness import Clients, Column, Row, ratios
+from harness import Clients
 
 from redistate import AsyncStore
 from redistate.claude import RedistateSessionStore
@@ -109,29 +109,18 @@ def bench(clients: Clients, args: Any) -> int:
         operations = ops()
         for s in stores.values():  # the resent batch is stored once, before the blocks
             loop.run_until_complete(operations["append sent again (5 lines)"](s))
-        rows: list[Row] = []
-        for name, op in operations.items():
-            blocks = {label: async_block(loop, _bound(op, s)) for label, s in stores.items()}
-            sides = harness.abba(
-                blocks,
-                clients.stats,
-                rounds=args.rounds,
-                block=max(1, args.n // args.rounds),
-                warmup=args.warmup,
-            )
-            row: Row = {"operation": name}
-            for label, side in sides.items():
-                row |= side.row(label + " ")
-            row["vs_memory"] = ratios(sides[REDIS], sides[MEMORY])["ratio_p50"]
-            rows.append(row)
-            progress(f"measured {name}")
-    cols: list[Column] = [("operation", "operation", "")]
-    for label in stores:
-        cols.append((f"{label} p50 ms", f"{label} p50_ms", ",.3f"))
+        size = (max(1, args.n // args.rounds), args.warmup)
+        rows = store_rows(
+            loop,
+            operations,
+            stores,
+            clients.stats,
+            rounds=args.rounds,
+            sizes=lambda name: size,
+            ratios_to={"vs_memory": (REDIS, MEMORY)},
+        )
+    cols = ms_columns(list(stores), rows)
     cols += [("reads/op", f"{REDIS} round_trips", ".2f"), ("rs/memory", "vs_memory", ".2f")]
-    for row in rows:
-        for label in stores:
-            row[f"{label} p50_ms"] = row[f"{label} p50_us"] / 1000
     title = f"Claude Agent SDK session stores, a session of {entries}+ lines"
     harness.print_table(cols, rows, title)
     print(
@@ -144,10 +133,6 @@ def bench(clients: Clients, args: Any) -> int:
     # An append to a session the store object knows: one round trip, and so is a load.
     trips = [row[f"{REDIS} round_trips"] for row in rows[:3]]
     return 1 if any(t > 1.01 for t in trips) else 0
-
-
-def _bound(op: Op, store: Any) -> Callable[[], Awaitable[object]]:
-    return lambda: op(store)
 
 
 def main() -> int:

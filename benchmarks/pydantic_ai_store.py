@@ -33,8 +33,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 import harness
-from _measure import async_block, progress
-from harness import Clients, Column, Row, ratios
+from _measure import ms_columns, progress, store_rows
+from harness import Clients
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore
 from pydantic_ai.messages import (
@@ -143,28 +143,20 @@ def bench(clients: Clients, args: Any) -> int:
             pending = deque(turn(n) for n in range(start, start + args.warmup + args.n))
             sides[label] = Side(s, loaded, pending)
             progress(f"{turns} turns and 99 conversations in {label}")
-        rows: list[Row] = []
-        for name, op in ops().items():
-            blocks = {label: async_block(loop, _bound(op, s)) for label, s in sides.items()}
-            measured = harness.abba(
-                blocks, clients.stats, rounds=args.rounds, block=block, warmup=args.warmup
-            )
-            row: Row = {"operation": name}
-            for label, timed in measured.items():
-                row |= timed.row(label + " ")
-            row["vs_memory"] = ratios(measured[REDIS], measured[MEMORY])["ratio_p50"]
-            rows.append(row)
-            progress(f"measured {name}")
+        rows = store_rows(
+            loop,
+            ops(),
+            sides,
+            clients.stats,
+            rounds=args.rounds,
+            sizes=lambda name: (block, args.warmup),
+            ratios_to={"vs_memory": (REDIS, MEMORY)},
+        )
         for label, side in sides.items():  # every save stuck: the saved turns read back
             again = loop.run_until_complete(side.store.load(WRITTEN))
             assert again is not None and again.messages == side.writing.messages, label
-    cols: list[Column] = [("operation", "operation", "")]
-    for label in sides:
-        cols.append((f"{label} p50 ms", f"{label} p50_ms", ",.3f"))
+    cols = ms_columns(list(sides), rows)
     cols += [("reads/op", f"{REDIS} round_trips", ".2f"), ("rs/memory", "vs_memory", ".2f")]
-    for row in rows:
-        for label in sides:
-            row[f"{label} p50_ms"] = row[f"{label} p50_us"] / 1000
     title = f"Pydantic AI conversation stores, a conversation of {turns} turns"
     harness.print_table(cols, rows, title)
     print(
@@ -178,10 +170,6 @@ def bench(clients: Clients, args: Any) -> int:
     # trips; a load reads the record, then the whole history in one script: two.
     trips = [row[f"{REDIS} round_trips"] for row in rows[:2]]
     return 1 if any(t > 2.01 for t in trips) else 0
-
-
-def _bound(op: Op, side: Side) -> Callable[[], Awaitable[object]]:
-    return lambda: op(side)
 
 
 def main() -> int:
