@@ -95,13 +95,15 @@ def test_a_loop_still_running_elsewhere_is_not_robbed_of_its_connections(
     ready, done = threading.Event(), threading.Event()
     loop = asyncio.new_event_loop()
 
+    async def hold() -> None:
+        await store.sessions.put("s1", {"n": 1})
+        ready.set()  # from inside the loop: it runs until done is set
+        await asyncio.to_thread(done.wait)
+        await store.sessions.put("s1", {"n": 2})
+        await store.aclose()
+
     def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(store.sessions.put("s1", {"n": 1}))
-        ready.set()
-        loop.run_until_complete(asyncio.to_thread(done.wait))
-        loop.run_until_complete(store.sessions.put("s1", {"n": 2}))
-        loop.run_until_complete(store.aclose())
+        loop.run_until_complete(hold())
         loop.close()
 
     worker = threading.Thread(target=run)
@@ -115,3 +117,34 @@ def test_a_loop_still_running_elsewhere_is_not_robbed_of_its_connections(
         worker.join()
     check = AsyncStore(server_backend.async_client(), namespace=namespace)
     assert asyncio.run(check.sessions.get("s1")).data == {"n": 2}  # type: ignore[union-attr]
+
+
+def test_a_lease_left_held_by_an_ended_loop_is_renewed_no_more(
+    server_backend: Backend, namespace: str
+) -> None:
+    """An invocation that took a renewing lease and never released it: the next
+    invocation's renewer does not adopt it, so it expires (1.5 s) and another owner
+    takes it within a wait (30 s) that a lease renewed forever would exhaust."""
+    store = AsyncStore(server_backend.async_client(), namespace=namespace)
+
+    async def abandon() -> None:
+        await store.lock("job", ttl=1.5).acquire()  # renew=True; never released
+
+    async def take_over() -> int:
+        other = await store.lock("other", ttl=30).acquire()  # starts this loop's renewer
+        job = await store.lock("job", ttl=30, wait=30).acquire()
+        await job.release()
+        await other.release()
+        return job.fence or 0
+
+    asyncio.run(abandon())
+    assert asyncio.run(take_over()) > 0
+    asyncio.run(store.aclose())
+
+
+def test_server_facts_in_a_later_loop(server_backend: Backend, namespace: str) -> None:
+    store = AsyncStore(server_backend.async_client(), namespace=namespace)
+    asyncio.run(store.sessions.put("s1", {"n": 1}))
+    facts = asyncio.run(store.server_facts())
+    assert facts and facts[0].policy
+    asyncio.run(store.aclose())

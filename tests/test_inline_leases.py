@@ -125,3 +125,57 @@ def test_two_invocations_of_one_event_do_its_work_once(
         assert raw.llen(f"{namespace}:effects:{{{event}}}") == 1
     finally:
         raw.close()
+
+
+def test_a_resend_found_before_the_fence_check_renews_nothing(
+    backend: Backend, namespace: str
+) -> None:
+    """A save of a checkpoint id already stored returns before the fence check: the
+    server's lease is not extended, so neither is the local deadline."""
+    with Store(backend.sync_client(), namespace=namespace) as store:
+        raw = backend.raw()
+        try:
+            lease = store.lock("t1", ttl=60, renew="inline").acquire()
+            store.checkpoints.save("t1", {"n": 1}, checkpoint_id="c1", lease=lease)
+            raw.pexpire(lease.key, 5000)
+            before = lease._valid_until
+            store.checkpoints.save("t1", {"n": 1}, checkpoint_id="c1", lease=lease)
+            assert raw.pttl(lease.key) <= 5000  # not renewed: the guard never ran
+            assert lease._valid_until == before
+            lease.release()
+        finally:
+            raw.close()
+
+
+def test_a_write_queued_before_an_extend_never_shortens_the_lease(
+    backend: Backend, namespace: str
+) -> None:
+    """A batch queued under a 1 s lease, sent after extend(ttl=60): the write's own
+    renewal (to 1 s) must not cut the server's lease below what the client believes."""
+    with Store(backend.sync_client(), namespace=namespace) as store:
+        raw = backend.raw()
+        try:
+            lease = store.lock("t1", ttl=1, renew="inline").acquire()
+            with store.batch() as batch:
+                batch.checkpoints.save("t1", {"n": 1}, lease=lease)
+                lease.extend(ttl=60)
+            assert raw.pttl(lease.key) > 30_000
+            assert raw.pttl(store.keys.fence("t1")) > 30_000
+            lease.release()
+        finally:
+            raw.close()
+
+
+def test_a_guarded_write_keeps_the_fence_key_as_long_as_the_lease(
+    backend: Backend, namespace: str
+) -> None:
+    with Store(backend.sync_client(), namespace=namespace) as store:
+        raw = backend.raw()
+        try:
+            lease = store.lock("t1", ttl=60, renew="inline").acquire()
+            raw.pexpire(store.keys.fence("t1"), 5000)
+            store.checkpoints.save("t1", {"n": 1}, lease=lease)
+            assert raw.pttl(store.keys.fence("t1")) > 30_000
+            lease.release()
+        finally:
+            raw.close()

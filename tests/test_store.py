@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -228,3 +229,31 @@ async def test_a_plain_with_on_async_objects_says_async_with() -> None:
     async with store.lock("t1") as lease:  # the right way still works
         assert lease.held
     await store.aclose()
+
+
+def test_a_store_imported_from_a_zip_runs_its_scripts(
+    server_backend: Backend, namespace: str, tmp_path: Path
+) -> None:
+    """zipimport (a bundled function, a zipapp): the Lua files and the library's name
+    are read through importlib.resources, not the file system."""
+    import zipfile
+
+    root = Path(__file__).resolve().parent.parent
+    bundle = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(bundle, "w") as zipped:
+        for path in (root / "redistate").rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zipped.write(path, path.relative_to(root).as_posix())
+    code = (
+        f"import sys; sys.path.insert(0, {str(bundle)!r})\n"
+        "import redistate; assert redistate.__file__.startswith(sys.path[0]), redistate.__file__\n"
+        "from redistate import Store\n"
+        f"store = Store.from_url({server_backend.url!r}, namespace={namespace!r})\n"
+        "assert store.sessions.put('s1', {'n': 1}).version > 0\n"
+        "print(store.sessions.get('s1').data)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "{'n': 1}"

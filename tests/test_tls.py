@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from redistate import AsyncStore, RedistateError, RetryPolicy, Store, StoreUnavailable
 from tests.cli import run
@@ -224,3 +225,38 @@ def test_a_url_path_that_is_no_database_is_refused() -> None:
         Store.from_url("redis://127.0.0.1:6379/x")
     done = run("--url", "redis://127.0.0.1:6379/x", "stats")
     assert done.returncode == 2 and "path '/x' is not a database number" in done.stderr
+
+
+def test_a_tls_store_reused_by_successive_event_loops_keeps_its_connections_bounded(
+    pki: Pki, tls_server: tuple[Server, int]
+) -> None:
+    """The serverless pattern over rediss://: each new loop closes the last loop's TLS
+    sockets (asyncio wraps them; they are closed, not left to the collector)."""
+    import gc
+
+    _, port = tls_server
+    url = f"rediss://localhost:{port}/0?client_name=tls-loops"
+    store = AsyncStore.from_url(url, ssl_ca_certs=str(pki.ca), **_client_cert(pki))
+    raw = redis.Redis(
+        host="localhost",
+        port=port,
+        ssl=True,
+        ssl_ca_certs=str(pki.ca),
+        ssl_certfile=str(pki.client_cert),
+        ssl_keyfile=str(pki.client_key),
+    )
+
+    async def invocation(n: int) -> None:
+        await asyncio.gather(*(store.users.put(f"u{i}", {"n": n}) for i in range(3)))
+
+    counts = []
+    gc.disable()  # a socket the collector would close does not count as closed here
+    try:
+        for n in range(10):
+            asyncio.run(invocation(n))
+            counts.append(sum(1 for c in raw.client_list() if c.get("name") == "tls-loops"))
+        asyncio.run(store.aclose())
+    finally:
+        gc.enable()
+        raw.close()
+    assert max(counts) <= 3, counts  # one invocation's connections, never more

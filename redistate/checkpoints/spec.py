@@ -169,6 +169,12 @@ class CheckpointSaveReply:
     def wrote(self) -> bool:
         return True  # a resend, recognised or gone, notes itself again
 
+    @property
+    def guarded(self) -> bool:
+        """Whether the script reached its fence check (which renews an inline lease):
+        a resend it recognised returned before it."""
+        return self.status is SaveStatus.SAVED
+
 
 @dataclass(frozen=True, slots=True)
 class CheckpointLogArgs:
@@ -226,6 +232,12 @@ class CheckpointLogReply:
         # sent again, sealed anew).
         return self.status is not LogStatus.RESEAL
 
+    @property
+    def guarded(self) -> bool:
+        """Whether the script reached its fence check (which renews an inline lease):
+        a resend it recognised returned before it."""
+        return self.status is not LogStatus.RESENT
+
 
 @dataclass(frozen=True, slots=True)
 class CheckpointDeleteArgs:
@@ -257,6 +269,12 @@ class CheckpointDeleteReply:
     @property
     def wrote(self) -> bool:
         return self.removed != 0
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the script reached its fence check (which renews an inline lease):
+        a resend it recognised returned before it."""
+        return self.removed != -1
 
 
 @dataclass(frozen=True, slots=True)

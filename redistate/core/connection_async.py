@@ -324,6 +324,9 @@ class AsyncConnection:
             drop_connections(self.client, *self._nodes.values())
             self._nodes.clear()
             self._lock, self._check_lock = async_lock(), async_lock()
+            # Its renewer ran in that loop: the leases it kept (an invocation's that
+            # never released) are renewed no more, and expire for their next owner.
+            self.renewals = None
         self._loop = loop
 
     async def _contact(self) -> None:
@@ -339,6 +342,8 @@ class AsyncConnection:
         cluster: every primary): one pipeline per server, retried like a read."""
         if self._embedded:
             return [embedded_facts(self.address)]
+        if self._loop is not async_loop():  # _ready asks it too: no _ready here
+            self._rebind(async_loop())
         targets: list[tuple[str, Redis]] = []
         if self._cluster:
             await async_initialize(self.client, self._lock)
@@ -506,15 +511,15 @@ class AsyncConnection:
         reply: Any = _NO_REPLY
         try:
             reply = await send(script, keys, first)
-            if lease is not None:
-                lease._written(started)  # passed the fence check: renew="inline" renews
+            if lease is not None and script.guarded(reply):
+                lease._written(started, args)  # the fence check renewed an inline lease
             return reply
         except ERRORS as exc:
             try:
                 retry = functools.partial(send, script, keys, again)
                 reply = await self._recover(exc, retry, started, budget, self._verb)
-                if lease is not None:
-                    lease._written(started)
+                if lease is not None and script.guarded(reply):
+                    lease._written(started, args)
                 return reply
             except LockLost as refused:
                 if lease is None:
@@ -997,8 +1002,8 @@ class AsyncConnection:
             if not isinstance(reply, Exception):  # the usual case first
                 if call.wid is not None and run.memory is not None and run.wrote(reply):
                     self._acked(call.keys[run.memory[0]], call.wid)
-                if call.lease is not None:
-                    call.lease._written(started)  # renew="inline": the write renewed it
+                if call.lease is not None and run.guarded(reply):
+                    call.lease._written(started, call.args)  # renewed an inline lease
                 continue
             if not isinstance(reply, RedistateError):
                 reply = out[at] = translate(reply, self.address, self._verb)

@@ -30,9 +30,13 @@ def drop_connections(*clients: Any) -> int:
     dropped = 0
     for conn in _connections(clients):
         writer = getattr(conn, "_writer", None)
-        if writer is not None:
-            # The transport's own close() would schedule on its (closed) loop.
-            sock = getattr(getattr(writer, "transport", None), "_sock", None)
+        transport = getattr(writer, "transport", None)
+        if transport is not None:
+            # The transport's own close() would schedule on its (closed) loop. The
+            # socket, TLS included: asyncio wraps it (TransportSocket) around the one
+            # its selector transport holds.
+            found = transport.get_extra_info("socket")
+            sock = getattr(found, "_sock", found)
             if sock is not None:
                 sock.close()
                 dropped += 1

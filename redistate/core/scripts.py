@@ -124,6 +124,12 @@ class Script:
         """Whether ``reply`` (as :meth:`read` returned it) means something was written."""
         return True  # nobody parsed it: a replicated call waits
 
+    def guarded(self, reply: Any) -> bool:
+        """Whether the script reached its fence check (``rs_guard``, which renews an
+        inline lease) before ``reply``: a resend it recognised returns before it."""
+        resent = self._get().resent
+        return not (resent and _is_resend(resent, reply))
+
     def replying(self, parse: Callable[[Any], P]) -> Parsed[P]:
         """This script, its replies parsed by ``parse`` (a reply type's ``parse``)."""
         return Parsed(self.name, parse, self._made)
@@ -151,12 +157,20 @@ class Parsed(Script, Generic[P]):
     def wrote(self, reply: Any) -> bool:
         return bool(reply.wrote)
 
+    def guarded(self, reply: Any) -> bool:
+        return bool(getattr(reply, "guarded", True))  # a reply type without early returns
+
+
+def _is_resend(codes: frozenset[int], reply: Any) -> bool:
+    """Whether ``reply`` (or its first element) is one of ``codes``. A string or nil
+    reply is never one."""
+    status = reply[0] if type(reply) is list and reply else reply
+    return type(status) is int and status in codes
+
 
 def _recognised(codes: frozenset[int], reply: Any) -> None:
-    """Note a resend the server recognised (``reply`` or its first element in
-    ``codes``) on the current operation. A string or nil reply is never one."""
-    status = reply[0] if type(reply) is list and reply else reply
-    if type(status) is int and status in codes:
+    """Note a resend the server recognised on the current operation."""
+    if _is_resend(codes, reply):
         telemetry.note(telemetry.RESENT)
 
 
@@ -501,7 +515,7 @@ def library_name() -> str:
     assembles the library from them): whatever changes the library changes its name.
     Cheap, so a process's first FCALL does not assemble the library (only a server
     that lacks it needs its text)."""
-    digest = hashlib.sha1(Path(__file__).read_bytes())
+    digest = hashlib.sha1(resources.files(__package__).joinpath("scripts.py").read_bytes())
     for name in sorted(_files()):
         digest.update(f"\0{name}\0".encode())
         digest.update(_read(name).encode("utf-8"))

@@ -144,6 +144,12 @@ class EventAppendReply:
     def wrote(self) -> bool:
         return self.status is not AppendStatus.MOVED
 
+    @property
+    def guarded(self) -> bool:
+        """Whether the script reached its fence check (which renews an inline lease):
+        a resend it recognised returned before it."""
+        return self.status is not AppendStatus.RESENT
+
 
 @dataclass(frozen=True, slots=True)
 class EventTrimArgs:

@@ -193,13 +193,23 @@ class Lease(WithGuard):
             f"{self.ttl_ms} ms): {why}; another owner may hold it now, nothing was sent"
         )
 
-    def _written(self, sent: float) -> None:
-        """A guarded write sent at ``sent`` (monotonic) passed the server's fence check,
-        which extended the lease to its TTL (``renew="inline"``): the local deadline
-        moves with it."""
-        if self.renew == INLINE and self._valid_until is not None and not self.lost.is_set():
-            self._valid_until = max(self._valid_until, valid_until(sent, self.ttl_ms))
-            self._renewed = max(self._renewed, sent)
+    def _written(self, sent: float, args: Sequence[Any]) -> None:
+        """A guarded write sent at ``sent`` (monotonic) with ``args`` reached the
+        server's fence check, which extended an inline lease (``renew="inline"``) to
+        the TTL its guard argument carried: the local deadline moves with it (never
+        back: the script's PEXPIRE GT never shortens it either)."""
+        value = self.value
+        if self.renew != INLINE or value is None:
+            return
+        prefix = f"{value};"  # this acquisition's guard: an older one renews nothing
+        ttl = next(
+            (a[len(prefix) :] for a in args if isinstance(a, str) and a.startswith(prefix)), None
+        )
+        until = self._valid_until  # read once: a release on another thread clears it
+        if ttl is None or until is None or self.lost.is_set():
+            return
+        self._valid_until = max(until, valid_until(sent, int(ttl)))
+        self._renewed = max(self._renewed, sent)
 
     def _refused(self, reply: str) -> str:
         """The LockLost message of a guarded write the server refused (its RSLOCKLOST

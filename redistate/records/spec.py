@@ -212,6 +212,12 @@ class RecordPutReply:
     def wrote(self) -> bool:
         return self.status is not PutStatus.CONFLICT
 
+    @property
+    def guarded(self) -> bool:
+        """Whether the script reached its fence check (which renews an inline lease):
+        a resend it recognised returned before it."""
+        return self.status not in (PutStatus.RESENT, PutStatus.REPLACED)
+
 
 @dataclass(frozen=True, slots=True)
 class RecordMergeArgs:
@@ -280,6 +286,12 @@ class RecordMergeReply:
     def wrote(self) -> bool:
         return self.status is not MergeStatus.REFUSED
 
+    @property
+    def guarded(self) -> bool:
+        """Whether the script reached its fence check (which renews an inline lease):
+        a resend it recognised returned before it."""
+        return self.status is not MergeStatus.RESENT
+
 
 @dataclass(frozen=True, slots=True)
 class RecordDeleteArgs:
@@ -310,6 +322,12 @@ class RecordDeleteReply:
     @property
     def wrote(self) -> bool:
         return self.deleted
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the script reached its fence check (which renews an inline lease):
+        a resend it recognised returned before it."""
+        return not (self.deleted and self.version == 0)  # {2, 0}: a resend
 
 
 @dataclass(frozen=True, slots=True)

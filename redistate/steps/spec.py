@@ -71,21 +71,29 @@ class StepRecordArgs:
 
 @dataclass(frozen=True, slots=True)
 class StepRecordReply:
-    """A step_record reply: ``recorded`` (a resend too), else ``existing``, the result
-    the step already has (final: nothing was written)."""
+    """A step_record reply: ``recorded`` (``resent``: this very record was stored
+    already, found before the fence check), else ``existing``, the result the step
+    already has (final: nothing was written)."""
 
     recorded: bool
     existing: bytes | None = None
+    resent: bool = False
 
     @classmethod
     def parse(cls, reply: Any) -> StepRecordReply:
-        if int(reply[0]):
-            return cls(True)
+        status = int(reply[0])
+        if status:
+            return cls(True, resent=status == 2)
         return cls(False, bytes(reply[1]))
 
     @property
     def wrote(self) -> bool:
         return self.recorded
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the script reached its fence check (which renews an inline lease)."""
+        return not self.resent
 
 
 @dataclass(frozen=True, slots=True)

@@ -539,6 +539,7 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     (LockAbandonReply.parse, 0, LockAbandonReply(False), False),
     # step_record: recorded, already has a result.
     (StepRecordReply.parse, [1], StepRecordReply(True), True),
+    (StepRecordReply.parse, [2], StepRecordReply(True, resent=True), True),
     (StepRecordReply.parse, [0, b"S1,d"], StepRecordReply(False, b"S1,d"), False),
     # event_append: appended, the chain ends elsewhere (or is empty), resent (id "" when
     # no longer among the newest).
@@ -586,6 +587,7 @@ REPLY_CASES: list[tuple[Any, Any, Any, bool]] = [
     # graph_put (old checkpoints the cap removed; 0 for a resend), graph_writes
     (GraphPutReply.parse, 2, GraphPutReply(2), True),
     (GraphPutReply.parse, 0, GraphPutReply(0), True),
+    (GraphPutReply.parse, -1, GraphPutReply(-1), True),
     (GraphWritesReply.parse, 3, GraphWritesReply(3), True),
     (GraphWritesReply.parse, 0, GraphWritesReply(0), True),
     # graph_read: one entry per checkpoint; none
@@ -766,3 +768,35 @@ def test_a_lock_lost_reply_is_read_from_its_end() -> None:
     assert refusal(f"RSLOCKLOST {key} 42 (at 127.0.0.1:1)", 41) == "was taken over by fence 42"
     assert refusal(f"RSLOCKLOST {key} free (at h:1)", 41).startswith("expired")
     assert refusal("RSLOCKLOST rs:n:lock:b 42", 41) == "was taken over by fence 42"
+
+
+@pytest.mark.parametrize(
+    ("reply", "guarded"),
+    [
+        (RecordPutReply(PutStatus.WRITTEN, 3), True),
+        (RecordPutReply(PutStatus.CONFLICT, 3), True),
+        (RecordPutReply(PutStatus.RESENT, 3), False),
+        (RecordPutReply(PutStatus.REPLACED, 3), False),
+        (RecordDeleteReply(True, 17), True),
+        (RecordDeleteReply(True, 0), False),
+        (RecordDeleteReply(False, 0), True),
+        (CheckpointSaveReply(SaveStatus.SAVED, b"e"), True),
+        (CheckpointSaveReply(SaveStatus.RESENT, b"e", b"K1,b"), False),
+        (CheckpointSaveReply(SaveStatus.GONE), False),
+        (CheckpointLogReply(LogStatus.APPENDED, 3), True),
+        (CheckpointLogReply(LogStatus.RESENT, 3), False),
+        (CheckpointDeleteReply(4), True),
+        (CheckpointDeleteReply(-1), False),
+        (EventAppendReply(AppendStatus.APPENDED, "1-0"), True),
+        (EventAppendReply(AppendStatus.RESENT, "1-0"), False),
+        (StepRecordReply(True), True),
+        (StepRecordReply(True, resent=True), False),
+        (StepRecordReply(False, b"S1,d"), True),
+        (GraphPutReply(0), True),
+        (GraphPutReply(-1), False),
+    ],
+)
+def test_a_reply_says_whether_its_script_reached_the_fence_check(reply: Any, guarded: bool) -> None:
+    """Only a script that reached rs_guard renewed an inline lease: the replies a
+    resend gets before it say so, and the connection moves no deadline for them."""
+    assert reply.guarded is guarded

@@ -210,8 +210,8 @@ class GraphPutArgs:
 
 @dataclass(frozen=True, slots=True)
 class GraphPutReply:
-    """A graph_put reply: how many old checkpoints the history cap removed (0 too for
-    a resend of a checkpoint already stored)."""
+    """A graph_put reply: how many old checkpoints the history cap removed; -1 for a
+    resend of a checkpoint already stored (found before the fence check)."""
 
     removed: int
 
@@ -221,7 +221,12 @@ class GraphPutReply:
 
     @property
     def wrote(self) -> bool:
-        return True  # the reply does not tell a resend from a new checkpoint
+        return True  # a resend notes nothing, but a replicated put still waits
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the script reached its fence check (which renews an inline lease)."""
+        return self.removed != -1
 
 
 @dataclass(frozen=True, slots=True)

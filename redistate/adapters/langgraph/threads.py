@@ -81,7 +81,7 @@ class Graph:
             member, packed, run_id, self.spec.ttl_ms, guard, self.spec.keep, delta,
             tuple(refs), tuple(blobs),
         )  # fmt: skip
-        return (self._conn.script(_PUT, keys, args.argv(), lease=lease)).removed
+        return max(0, (self._conn.script(_PUT, keys, args.argv(), lease=lease)).removed)
 
     def put_writes(
         self,

@@ -79,7 +79,7 @@ class AsyncGraph:
             member, packed, run_id, self.spec.ttl_ms, guard, self.spec.keep, delta,
             tuple(refs), tuple(blobs),
         )  # fmt: skip
-        return (await self._conn.script(_PUT, keys, args.argv(), lease=lease)).removed
+        return max(0, (await self._conn.script(_PUT, keys, args.argv(), lease=lease)).removed)
 
     async def put_writes(
         self,

@@ -85,7 +85,10 @@ end
 -- The reply names the holder's fence (or "free"), never a token: tokens release locks.
 -- A lease renewed inline ("<token>,<fence>;<ttl_ms>", renew="inline") is extended to
 -- its TTL by each guarded write that passes: a holder that writes keeps it, with no
--- thread, and a frozen one (a serverless function between invocations) loses it.
+-- thread, and a frozen one (a serverless function between invocations) loses it. Its
+-- fence key lives as long (as lock_extend keeps it): "<ns>:fence:{name}", in the
+-- lock's slot (the namespace holds no ':'). GT: a write queued before an extend to a
+-- longer TTL never shortens the lease.
 local function rs_guard(lock_key, lease)
   if lease == '' then return nil end
   local value, ttl = lease, nil
@@ -102,7 +105,12 @@ local function rs_guard(lock_key, lease)
     if current then holder = string.match(current, ',(%d+)$') or 'other' end
     return redis.error_reply('RSLOCKLOST ' .. lock_key .. ' ' .. holder)
   end
-  if ttl then redis.call('PEXPIRE', lock_key, ttl) end
+  if ttl then
+    redis.call('PEXPIRE', lock_key, ttl, 'GT')
+    local at = string.find(lock_key, ':lock:{', 1, true)
+    redis.call('PEXPIRE', string.sub(lock_key, 1, at) .. 'fence:' .. string.sub(lock_key, at + 6),
+      ttl, 'GT')
+  end
   return nil
 end
 

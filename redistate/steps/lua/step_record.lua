@@ -10,8 +10,10 @@ ARGV[2]  the record: "S1,<status>,<idempotent>,<fence>,<started_ms>,<ended_ms>,<
          or <key id>:<HMAC hex> with signing keys>\n..."
 ARGV[3]  lease value "<token>,<fence>" the write is guarded by, or "" (unguarded)
 ARGV[4]  ttl in ms when the task has neither ("0": no expiry)
-returns  {1}: recorded (also for a resend: the same record is found, nothing changes);
-         {0, record}: the step already has a result, `record`; nothing written
+resent   2
+returns  {1}: recorded; {2}: a resend, the same record is found (before the fence
+         check), nothing changes; {0, record}: the step already has a result,
+         `record`; nothing written
 errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the
          lock (checked after the resend lookup). Both before any write.
 unchecked get hget
@@ -23,7 +25,7 @@ end
 -- The same record already there is this write's resend (records carry their times):
 -- reported as made even if the lease was lost since, like every guarded resend.
 local stored = redis.call('HGET', KEYS[1], ARGV[1])
-if stored == ARGV[2] then return {1} end
+if stored == ARGV[2] then return {2} end
 local lost = rs_guard(KEYS[3], ARGV[3])
 if lost then return lost end
 if stored and string.sub(stored, 1, 5) == 'S1,d,' then return {0, stored} end

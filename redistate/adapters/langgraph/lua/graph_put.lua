@@ -10,8 +10,10 @@ ARGV[6]  keep: the most checkpoints per namespace ("0": all); the oldest go, unl
 ARGV[7]  "1" if this checkpoint uses a DeltaChannel, else "0"
 ARGV[8]  n: how many blob fields the checkpoint uses; ARGV[9 .. 8+n] those fields
 ARGV     then pairs (blob field, packed value): the channel values new in this one
-returns  how many old checkpoints the cap removed; a checkpoint already stored (a
-         resend whose reply was lost) is left as the first send left it: 0
+resent   -1
+returns  how many old checkpoints the cap removed; -1: a checkpoint already stored (a
+         resend whose reply was lost, found before the fence check) is left as the
+         first send left it
 errors   RSARG on malformed arguments, RSLOCKLOST if the lease no longer holds the
          lock. Both before any write.
 unchecked get hexists
@@ -25,7 +27,7 @@ end
 local m = ARGV[1]
 -- Stored already: this is a resend (checkpoint ids are unique), reported as made even if
 -- the lease was lost since, like every guarded write redistate resends.
-if redis.call('HEXISTS', KEYS[1], 'c|' .. m) == 1 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'c|' .. m) == 1 then return -1 end
 local lost = rs_guard(KEYS[8], ARGV[5])
 if lost then return lost end
 
