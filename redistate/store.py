@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from .checkpoints.spec import CheckpointSpec
-from .checkpoints.tasks import Checkpoints
 from .core._io import WithGuard
+from .core._ttl import check_ttl
 from .core.codec import Codec, JsonCodec
 from .core.connect import client_for
 from .core.connection import Connection
@@ -21,13 +20,12 @@ from .core.durability import Durability
 from .core.errors import InvalidId
 from .core.keys import RESERVED_KINDS, KeySpace, check_kind
 from .core.kinds import SESSION, USER
+from .core.limits import check_compress_above, check_keep, check_max_bytes
 from .core.migrations import Migrations
 from .core.retry import RetryPolicy, check_timeout
 from .core.server import ServerCheck, ServerFacts
 from .core.signing import SigningKeys
 from .core.urls import shown_url
-from .events.spec import EventSpec
-from .events.stream import Events
 from .records.collection import Collection, Users
 from .records.spec import RecordSpec
 
@@ -41,6 +39,8 @@ if TYPE_CHECKING:  # imported where used: a store that never locks never loads l
     from .adapters.pydantic_ai.conversations import Conversations
     from .admin.admin import Admin
     from .batch import Batch
+    from .checkpoints.tasks import Checkpoints
+    from .events.stream import Events
     from .leases.lease import Lease
     from .steps.runner import TaskRun
 
@@ -149,28 +149,53 @@ class Store(WithGuard):
         )
         self.users = Users(self._conn, users, attempts=update_attempts)
         """User records (no TTL), and ``erase(user)``."""
-        self.events = Events(
-            self._conn,
-            self.keys,
-            EventSpec(self.codec, max_bytes=max_bytes, migrations=self.migrations, signing=signing),
-            attempts=update_attempts,
-        )
-        """Hash-chained audit events per entity."""
-        self.checkpoints = Checkpoints(
-            self._conn,
-            CheckpointSpec(
+        # Checkpoints and events are made on first use (a serverless cold start that
+        # only puts records loads neither); their settings are checked now.
+        check_ttl(task_ttl, "task ttl")
+        self._checkpoint_settings: dict[str, Any] = {
+            "keep": check_keep(checkpoint_keep),
+            "ttl": task_ttl,
+            "max_bytes": check_max_bytes(checkpoint_max_bytes, "checkpoint max_bytes"),
+            "compress_above": check_compress_above(checkpoint_compress_above),
+            "max_deltas": check_keep(checkpoint_max_deltas, "max_deltas"),
+        }
+        self._checkpoints: Checkpoints | None = None
+        self._events: Events | None = None
+
+    @property
+    def checkpoints(self) -> Checkpoints:
+        """Task checkpoints: capped histories, delta logs, restore."""
+        found = self._checkpoints
+        if found is None:
+            from .checkpoints.spec import CheckpointSpec
+            from .checkpoints.tasks import Checkpoints
+
+            spec = CheckpointSpec(
                 self.keys,
                 self.codec,
-                keep=checkpoint_keep,
-                ttl=task_ttl,
-                max_bytes=checkpoint_max_bytes,
-                compress_above=checkpoint_compress_above,
-                max_deltas=checkpoint_max_deltas,
                 migrations=self.migrations,
-                signing=signing,
-            ),
-        )
-        """Task checkpoints: capped histories, delta logs, restore."""
+                signing=self.signing,
+                **self._checkpoint_settings,
+            )
+            found = self._checkpoints = Checkpoints(self._conn, spec)
+        return found
+
+    @property
+    def events(self) -> Events:
+        """Hash-chained audit events per entity."""
+        found = self._events
+        if found is None:
+            from .events.spec import EventSpec
+            from .events.stream import Events
+
+            spec = EventSpec(
+                self.codec,
+                max_bytes=self._max_bytes,
+                migrations=self.migrations,
+                signing=self.signing,
+            )
+            found = self._events = Events(self._conn, self.keys, spec, attempts=self._attempts)
+        return found
 
     @classmethod
     def from_url(

@@ -64,9 +64,19 @@ async def run_async(url: str, namespace: str) -> None:
         await store.aclose()
 
 
+def wait_sync(url: str, namespace: str) -> None:
+    """Wait (up to 30 s) for ``job``, which the test holds: a stop ends the wait."""
+    with Store.from_url(url, namespace=namespace) as store, graceful():
+        print("waiting", flush=True)
+        with store.task("job", ttl=60, wait=30):
+            print("entered", flush=True)
+
+
 def main() -> None:
     url, namespace, mode = sys.argv[1:4]
-    if mode == "sync":
+    if mode == "wait":
+        wait_sync(url, namespace)
+    elif mode == "sync":
         run_sync(url, namespace)
     else:
         asyncio.run(run_async(url, namespace))

@@ -53,3 +53,61 @@ def test_a_sigtermed_worker_hands_its_task_to_the_waiting_one(
         ]
     finally:
         raw.close()
+
+
+def test_a_worker_waiting_for_a_busy_task_stops_at_once(
+    server_backend: Backend, namespace: str
+) -> None:
+    """Waiting holds nothing: SIGTERM ends the wait (exit 143, no traceback) instead of
+    being held back until the 30 s wait runs out (which would exit 1, LockTimeout)."""
+    from redistate import Store
+
+    with Store.from_url(server_backend.url, namespace=namespace) as store:
+        held = store.lock("job", ttl=60, renew=False).acquire()
+        waiter = _worker(server_backend.url, namespace, "wait")
+        try:
+            assert spawn.line(waiter) == "waiting"
+            waiter.send_signal(signal.SIGTERM)
+            assert waiter.wait(timeout=60) == 128 + signal.SIGTERM
+            assert waiter.stderr is not None and b"Traceback" not in waiter.stderr.read()
+            assert held.held  # never taken from its holder
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+                waiter.wait()
+            held.release()
+
+
+def test_graceful_puts_back_the_handlers_it_replaced() -> None:
+    """Sync: the previous handlers; async: the application's own loop handler."""
+    import asyncio
+
+    from redistate import graceful
+
+    before = signal.getsignal(signal.SIGUSR1)
+    with graceful(signals=(signal.SIGUSR1,)):
+        assert signal.getsignal(signal.SIGUSR1) is not before
+    assert signal.getsignal(signal.SIGUSR1) is before
+
+    async def main() -> list[str]:
+        seen: list[str] = []
+        fired = asyncio.Event()
+
+        def app() -> None:
+            seen.append("app")
+            fired.set()
+
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGUSR1, app)
+        async with graceful(signals=(signal.SIGUSR1,)):
+            pass
+        signal.raise_signal(signal.SIGUSR1)
+        await asyncio.wait_for(fired.wait(), 30)  # the application's handler ran
+        loop.remove_signal_handler(signal.SIGUSR1)
+        return seen
+
+    assert asyncio.run(main()) == ["app"]
+    # SIGKILL cannot be caught: the block is refused and nothing stays installed.
+    with pytest.raises(OSError), graceful(signals=(signal.SIGUSR1, signal.SIGKILL)):
+        pass
+    assert signal.getsignal(signal.SIGUSR1) is before

@@ -37,11 +37,12 @@ from ..core._ttl import check_ttl
 from ..core.codec import MAX_DEPTH, Codec, to_json_value
 from ..core.errors import CodecError, IntegrityError, InvalidId, SchemaError, StateTooLarge
 from ..core.keys import KeySpace
+from ..core.limits import check_compress_above, check_keep, check_max_bytes
 from ..core.migrations import Migrations
 from ..core.signing import SigningKeys, digest_problem
 from ..leases.spec import guard_args
 from ..records.mergepatch import merge_patch
-from ..records.spec import Default, check_max_bytes
+from ..records.spec import Default
 from ..steps.spec import Step
 
 __all__ = [
@@ -421,13 +422,7 @@ class CheckpointSpec:
         self.ttl_ms = check_ttl(ttl, "task ttl")
         # A checkpoint is one Redis string too (bools are not sizes).
         self.max_bytes = check_max_bytes(max_bytes, "checkpoint max_bytes")
-        if (
-            isinstance(compress_above, bool)
-            or not isinstance(compress_above, int)
-            or compress_above < 0
-        ):
-            raise ValueError(f"compress_above must be an int >= 0, got {compress_above!r}")
-        self.compress_above = compress_above
+        self.compress_above = check_compress_above(compress_above)
         self.max_deltas = check_keep(max_deltas, "max_deltas")
 
     @property
@@ -1050,12 +1045,6 @@ def _decode(codec: Codec, data: bytes, key: str, where: str) -> Any:
         return codec.decode(data, key.encode("utf-8"))
     except CodecError as exc:
         raise IntegrityError(f"{where} matches its digest but does not decode: {exc}") from exc
-
-
-def check_keep(value: object, what: str = "keep") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
-        raise ValueError(f"{what} must be an int from 1 to 100000, got {value!r}")
-    return value
 
 
 def _step_lines(steps: Sequence[Step]) -> list[str]:

@@ -8,6 +8,7 @@ coroutine that is created and never awaited.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import threading
@@ -18,6 +19,16 @@ from typing import Any, NoReturn
 from .errors import LockLost
 
 __all__ = [
+    "sync_waiting",
+    "async_waiting",
+    "sync_stop_pending",
+    "sync_raise_stop",
+    "sync_handover",
+    "sync_complete",
+    "async_stop_pending",
+    "async_raise_stop",
+    "async_handover",
+    "async_complete",
     "AsyncWithGuard",
     "AwaitableInSync",
     "WithGuard",
@@ -221,6 +232,68 @@ def async_loop() -> object:
 def sync_loop() -> object:
     """None: a sync connection's sockets belong to no loop."""
     return None
+
+
+def async_handover() -> contextlib.AbstractContextManager[None]:
+    """A task run's hand-over work (taking its lease, saving and releasing it): async,
+    nothing to hold back (a stop is a cancellation, and the release is shielded)."""
+    return contextlib.nullcontext()
+
+
+def sync_handover() -> contextlib.AbstractContextManager[None]:
+    """Sync: a stop (redistate.graceful()) asked meanwhile waits for it to end."""
+    from ..steps.shutdown import deferred
+
+    return deferred()
+
+
+def async_waiting() -> contextlib.AbstractContextManager[None]:
+    """A wait for a busy lease: async, a stop cancels it anyway."""
+    return contextlib.nullcontext()
+
+
+def sync_waiting() -> contextlib.AbstractContextManager[None]:
+    """Sync: a stop held back by the hand-over it is part of ends the wait at once."""
+    from ..steps.shutdown import waiting
+
+    return waiting()
+
+
+def async_raise_stop() -> None:
+    """Raise the stop a hand-over held back (sync only)."""
+
+
+def sync_raise_stop() -> None:
+    from ..steps.shutdown import raise_deferred
+
+    raise_deferred()
+
+
+def async_stop_pending() -> bool:
+    """Whether a stop was asked and held back by a hand-over (sync only)."""
+    return False
+
+
+def sync_stop_pending() -> bool:
+    from ..steps.shutdown import held_back
+
+    return held_back()
+
+
+async def async_complete(fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """Run ``fn`` to its end even if the caller is cancelled meanwhile (then let the
+    cancellation through): a release cut short would leave the lease held."""
+    task = asyncio.ensure_future(fn())
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise
+
+
+def sync_complete(fn: Callable[[], Any]) -> Any:
+    return fn()
 
 
 def async_lock() -> asyncio.Lock:

@@ -11,6 +11,8 @@ cluster nodes and Sentinel clients: the only places connections live).
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,11 +39,29 @@ def drop_connections(*clients: Any) -> int:
             # its selector transport holds.
             found = transport.get_extra_info("socket")
             sock = getattr(found, "_sock", found)
-            if sock is not None:
+            if isinstance(sock, socket.socket):
                 sock.close()
+                dropped += 1
+            elif found is not None:  # uvloop's PseudoSocket: no close(); end the TCP
+                _shut(found.fileno())  # connection through a copy of its descriptor
                 dropped += 1
         conn._reader = conn._writer = None
     return dropped
+
+
+def _shut(fd: int) -> None:
+    """Shut down the connection on descriptor ``fd`` through a duplicate of it (the
+    owner's descriptor stays for it to close; the server sees the connection end)."""
+    try:
+        dup = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return  # already closed
+    try:
+        dup.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # not connected any more
+    finally:
+        dup.close()
 
 
 def _connections(clients: tuple[Any, ...]) -> Iterator[Any]:

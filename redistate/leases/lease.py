@@ -23,6 +23,7 @@ from ..core._io import (
     sync_resolve,
     sync_sleep,
     sync_stalled,
+    sync_waiting,
 )
 from ..core.connection import Connection
 from ..core.errors import LockLost, LockTimeout, RedistateError
@@ -291,12 +292,13 @@ class Lease(WithGuard):
                 raise LockTimeout(
                     f"lease {self.name!r} still held by another owner after {self.wait:g} s"
                 )
-            if budget < SHORT_WAIT:
-                # Redis times out blocked clients only every 1/hz s (100 ms by default):
-                # a lease about to expire is waited out with a local timer instead.
-                sync_sleep(budget)
-            else:
-                self._conn.blpop(self._wake, budget, self._budget)
+            with sync_waiting():  # holding nothing: a stop (graceful()) ends it
+                if budget < SHORT_WAIT:
+                    # Redis times out blocked clients only every 1/hz s (100 ms by
+                    # default): a lease about to expire is waited out with a timer.
+                    sync_sleep(budget)
+                else:
+                    self._conn.blpop(self._wake, budget, self._budget)
 
     def _try_acquire(self) -> LockAcquireReply:
         args = LockAcquireArgs(self.token, self.ttl_ms).argv()

@@ -22,6 +22,7 @@ from ..core._io import (
     async_resolve,
     async_sleep,
     async_stalled,
+    async_waiting,
 )
 from ..core.connection_async import AsyncConnection
 from ..core.errors import LockLost, LockTimeout, RedistateError
@@ -290,12 +291,13 @@ class AsyncLease(AsyncWithGuard):
                 raise LockTimeout(
                     f"lease {self.name!r} still held by another owner after {self.wait:g} s"
                 )
-            if budget < SHORT_WAIT:
-                # Redis times out blocked clients only every 1/hz s (100 ms by default):
-                # a lease about to expire is waited out with a local timer instead.
-                await async_sleep(budget)
-            else:
-                await self._conn.blpop(self._wake, budget, self._budget)
+            with async_waiting():  # holding nothing: a stop (graceful()) ends it
+                if budget < SHORT_WAIT:
+                    # Redis times out blocked clients only every 1/hz s (100 ms by
+                    # default): a lease about to expire is waited out with a timer.
+                    await async_sleep(budget)
+                else:
+                    await self._conn.blpop(self._wake, budget, self._budget)
 
     async def _try_acquire(self) -> LockAcquireReply:
         args = LockAcquireArgs(self.token, self.ttl_ms).argv()

@@ -21,6 +21,7 @@ from ..core.codec import Codec
 from ..core.envelope import Envelope, frame, tail, unpack
 from ..core.errors import ConflictError, IntegrityError, SchemaError, StateTooLarge
 from ..core.keys import KeySpace
+from ..core.limits import check_max_bytes
 from ..core.migrations import Migrations
 from ..core.signing import SigningKeys
 from ..leases.spec import guard_args
@@ -406,16 +407,6 @@ def check_attempts(attempts: object) -> int:
     if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 10_000:
         raise ValueError(f"attempts must be an int from 1 to 10000, got {attempts!r}")
     return attempts
-
-
-def check_max_bytes(max_bytes: object, what: str = "max_bytes") -> int:
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
-        raise ValueError(f"{what} must be a positive int, got {max_bytes!r}")
-    # Redis strings stop at 512 MiB; keep room for the envelope.
-    limit = 512 * 1024 * 1024 - 4096
-    if max_bytes > limit:
-        raise ValueError(f"{what} {max_bytes} is over Redis's string limit ({limit})")
-    return max_bytes
 
 
 def _expiry(expires_ms: int) -> dt.datetime | None:

@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..checkpoints.spec import Checkpoint
 from ..core import telemetry
-from ..core._io import AwaitableInSync, WithGuard, sync_confirm, sync_resolve
+from ..core._io import (
+    AwaitableInSync,
+    WithGuard,
+    sync_complete,
+    sync_confirm,
+    sync_handover,
+    sync_raise_stop,
+    sync_resolve,
+    sync_stop_pending,
+)
 from ..core.errors import (
     CodecError,
     LockLost,
@@ -71,6 +80,7 @@ class TaskRun(WithGuard):
     ) -> None:
         self._every = _every(save_every, save_every_seconds)
         self._turns = 0  # turns since the last save
+        self._sending: tuple[Any] | None = None  # the state of a save in flight
         self._saved_at = time.monotonic()
         self._store = store
         self.task_id = task_id
@@ -108,10 +118,12 @@ class TaskRun(WithGuard):
         Raises:
             LockLost: another instance owns the task now; nothing was written.
         """
-        self._turns, self._saved_at = 0, time.monotonic()
+        self._sending = (state,)  # what a stop hands over if this save is cut short
         checkpoint = self._store.checkpoints.save(
             self.task_id, state, phase=phase, progress=progress, metadata=metadata, lease=self.lease
         )
+        self._sending = None
+        self._turns, self._saved_at = 0, time.monotonic()
         self.state, self.checkpoint = state, checkpoint
         return checkpoint
 
@@ -278,12 +290,16 @@ class TaskRun(WithGuard):
     def __enter__(self) -> TaskRun:
         # The reads go with the acquire: one round trip when the lease is free.
         checkpoints = self._store.checkpoints
-        read = self.lease._acquire(checkpoints._entry_reads(self.task_id))
-        try:
-            restored, self._steps = checkpoints._entered(self.task_id, read)
-        except BaseException:
-            self.lease.release()
-            raise
+        with sync_handover():  # a stop asked meanwhile comes after, lease released
+            read = self.lease._acquire(checkpoints._entry_reads(self.task_id))
+            try:
+                restored, self._steps = checkpoints._entered(self.task_id, read)
+            except BaseException:
+                sync_complete(self.lease.release)
+                raise
+            if sync_stop_pending():
+                sync_complete(self.lease.release)
+        sync_raise_stop()
         if restored is not None:
             self.state, self.checkpoint = restored.state, restored.checkpoint
             self.skipped = restored.skipped
@@ -297,12 +313,21 @@ class TaskRun(WithGuard):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        with sync_handover():  # a stop asked meanwhile waits for the release
+            self._exit(exc)
+        sync_raise_stop()
+
+    def _exit(self, exc: BaseException | None) -> None:
         told = self.lease._reported  # the block already heard (and maybe caught) a LockLost
         try:
             stop = stopping(exc)
             if stop is not None:  # redistate.graceful(): saved for the successor, then released
+                # The newest state asked for: a save in flight may have been applied.
+                state = self.state if self._sending is None else self._sending[0]
                 try:
-                    self.save(self.state, phase="interrupted", metadata={"signal": stop})
+                    sync_complete(
+                        lambda: self.save(state, phase="interrupted", metadata={"signal": stop})
+                    )
                 except RedistateError:
                     pass  # lost meanwhile: the successor resumes from the last save
             # Only errors are failures: a cancellation or exit is not recorded as one.
@@ -313,7 +338,7 @@ class TaskRun(WithGuard):
                     pass  # the block's own exception is the one to report
         finally:
             try:
-                self.lease.release()
+                sync_complete(self.lease.release)  # never cut short: a held lease
             except LockLost:
                 if exc is None and not told:
                     raise  # lost unnoticed inside the block: say so, once

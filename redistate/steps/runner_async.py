@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..checkpoints.spec import Checkpoint
 from ..core import telemetry
-from ..core._io import AsyncWithGuard, AwaitableInSync, async_confirm, async_resolve
+from ..core._io import (
+    AsyncWithGuard,
+    AwaitableInSync,
+    async_complete,
+    async_confirm,
+    async_handover,
+    async_raise_stop,
+    async_resolve,
+    async_stop_pending,
+)
 from ..core.errors import (
     CodecError,
     LockLost,
@@ -70,6 +79,7 @@ class AsyncTaskRun(AsyncWithGuard):
     ) -> None:
         self._every = _every(save_every, save_every_seconds)
         self._turns = 0  # turns since the last save
+        self._sending: tuple[Any] | None = None  # the state of a save in flight
         self._saved_at = time.monotonic()
         self._store = store
         self.task_id = task_id
@@ -107,10 +117,12 @@ class AsyncTaskRun(AsyncWithGuard):
         Raises:
             LockLost: another instance owns the task now; nothing was written.
         """
-        self._turns, self._saved_at = 0, time.monotonic()
+        self._sending = (state,)  # what a stop hands over if this save is cut short
         checkpoint = await self._store.checkpoints.save(
             self.task_id, state, phase=phase, progress=progress, metadata=metadata, lease=self.lease
         )
+        self._sending = None
+        self._turns, self._saved_at = 0, time.monotonic()
         self.state, self.checkpoint = state, checkpoint
         return checkpoint
 
@@ -277,12 +289,16 @@ class AsyncTaskRun(AsyncWithGuard):
     async def __aenter__(self) -> AsyncTaskRun:
         # The reads go with the acquire: one round trip when the lease is free.
         checkpoints = self._store.checkpoints
-        read = await self.lease._acquire(checkpoints._entry_reads(self.task_id))
-        try:
-            restored, self._steps = await checkpoints._entered(self.task_id, read)
-        except BaseException:
-            await self.lease.release()
-            raise
+        with async_handover():  # a stop asked meanwhile comes after, lease released
+            read = await self.lease._acquire(checkpoints._entry_reads(self.task_id))
+            try:
+                restored, self._steps = await checkpoints._entered(self.task_id, read)
+            except BaseException:
+                await async_complete(self.lease.release)
+                raise
+            if async_stop_pending():
+                await async_complete(self.lease.release)
+        async_raise_stop()
         if restored is not None:
             self.state, self.checkpoint = restored.state, restored.checkpoint
             self.skipped = restored.skipped
@@ -296,12 +312,21 @@ class AsyncTaskRun(AsyncWithGuard):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        with async_handover():  # a stop asked meanwhile waits for the release
+            await self._exit(exc)
+        async_raise_stop()
+
+    async def _exit(self, exc: BaseException | None) -> None:
         told = self.lease._reported  # the block already heard (and maybe caught) a LockLost
         try:
             stop = stopping(exc)
             if stop is not None:  # redistate.graceful(): saved for the successor, then released
+                # The newest state asked for: a save in flight may have been applied.
+                state = self.state if self._sending is None else self._sending[0]
                 try:
-                    await self.save(self.state, phase="interrupted", metadata={"signal": stop})
+                    await async_complete(
+                        lambda: self.save(state, phase="interrupted", metadata={"signal": stop})
+                    )
                 except RedistateError:
                     pass  # lost meanwhile: the successor resumes from the last save
             # Only errors are failures: a cancellation or exit is not recorded as one.
@@ -314,7 +339,7 @@ class AsyncTaskRun(AsyncWithGuard):
                     pass  # the block's own exception is the one to report
         finally:
             try:
-                await self.lease.release()
+                await async_complete(self.lease.release)  # never cut short: a held lease
             except LockLost:
                 if exc is None and not told:
                     raise  # lost unnoticed inside the block: say so, once

@@ -10,21 +10,47 @@ again) and lets the stop go on: the process exits with status 128 + the signal's
 number, as a process the signal killed, with no traceback.
 
 Sync: the handler raises :class:`Shutdown` in the main thread, wherever it is (a tool
-call, a wait). Async: the handler cancels the task that entered the block; the run's
-exit sees that cancellation as the stop, and the block ends by raising ``Shutdown``.
-The previous handlers are put back when the block ends.
+call, a wait), except inside a task run's own hand-over work (taking the lease and
+restoring, saving and releasing it): there the stop waits for that work to end. Async:
+the handler cancels the task that entered the block; the run's exit sees that
+cancellation as the stop (its release runs to the end whatever cancels it), and the
+block ends by raising ``Shutdown``. Once asked, a stop stays asked for the process
+(tasks cancelled later, as ``asyncio.run`` ends, save their runs too), and a second
+signal is ignored so that the hand-over finishes. The previous handlers are put back
+when the block ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+from collections.abc import Iterator
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["Shutdown", "graceful", "stopping"]
+__all__ = [
+    "Shutdown",
+    "deferred",
+    "graceful",
+    "held_back",
+    "raise_deferred",
+    "stopping",
+    "waiting",
+]
 
-_requested: list[int] = []  # the signal that asked this process to stop, once it did
+
+class _Stop:
+    """This process's stop: the signal that asked for it, and the hand-over sections
+    (sync) running now, which hold it back until they end."""
+
+    signum: int | None = None
+    raised = False  # Shutdown has been raised (once is enough)
+    depth = 0  # hand-over sections running (sync)
+    waiting = 0  # waits for a lease inside them: holding nothing, a stop ends them
+
+
+_stop = _Stop()
 
 
 class Shutdown(SystemExit):
@@ -41,12 +67,50 @@ class Shutdown(SystemExit):
 
 def stopping(exc: BaseException | None) -> str | None:
     """The signal's name if ``exc`` is the stop :func:`graceful` made (a Shutdown, or
-    the cancellation its async handler made); else None."""
+    a cancellation once a stop was asked); else None."""
     if isinstance(exc, Shutdown):
         return signal.Signals(exc.signum).name
-    if isinstance(exc, asyncio.CancelledError) and _requested:
-        return signal.Signals(_requested[0]).name
+    if isinstance(exc, asyncio.CancelledError) and _stop.signum is not None:
+        return signal.Signals(_stop.signum).name
     return None
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """A task run's hand-over work (sync): a stop asked meanwhile is raised when it
+    ends, not in the middle (a lease acquired and never released would make the
+    successor wait out its TTL)."""
+    _stop.depth += 1
+    try:
+        yield
+    finally:
+        _stop.depth -= 1
+
+
+@contextlib.contextmanager
+def waiting() -> Iterator[None]:
+    """A wait for a lease held by another owner (sync): this process holds nothing
+    yet, so a stop asked before or during it ends it at once."""
+    if _stop.signum is not None and not _stop.raised:
+        _stop.raised = True
+        raise Shutdown(_stop.signum)
+    _stop.waiting += 1
+    try:
+        yield
+    finally:
+        _stop.waiting -= 1
+
+
+def held_back() -> bool:
+    """Whether a stop was asked while a hand-over section ran and not raised yet."""
+    return _stop.signum is not None and not _stop.raised
+
+
+def raise_deferred() -> None:
+    """Raise the stop a hand-over section held back, if one did (sync)."""
+    if _stop.depth == 0 and _stop.signum is not None and not _stop.raised:
+        _stop.raised = True
+        raise Shutdown(_stop.signum)
 
 
 class graceful:
@@ -59,10 +123,15 @@ class graceful:
         self._previous: dict[int, Any] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[Any] | None = None
+        self._handles: dict[int, Any] = {}  # the loop's own handlers replaced (async)
 
     def __enter__(self) -> graceful:
-        for sig in self.signals:
-            self._previous[sig] = signal.signal(sig, self._raise)
+        try:
+            for sig in self.signals:
+                self._previous[sig] = signal.signal(sig, self._raise)
+        except BaseException:
+            self._restore()
+            raise
         return self
 
     def __exit__(
@@ -71,22 +140,34 @@ class graceful:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         self._previous.clear()
-        _requested.clear()  # handled: a later block starts afresh
 
     def _raise(self, signum: int, frame: FrameType | None) -> None:
-        if _requested:
+        if _stop.signum is not None:
             return  # stopping already: let the hand-over (save, release) finish
-        _requested.append(signum)
-        raise Shutdown(signum)
+        _stop.signum = signum
+        if _stop.depth == 0 or _stop.waiting:
+            _stop.raised = True
+            raise Shutdown(signum)
 
     async def __aenter__(self) -> graceful:
-        self._loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
-        for sig in self.signals:
-            self._loop.add_signal_handler(sig, self._cancel, sig)
+        handlers: dict[int, Any] = getattr(loop, "_signal_handlers", {})
+        try:
+            for sig in self.signals:
+                self._previous[sig] = signal.getsignal(sig)
+                if sig in handlers:  # the application's own loop handler, put back after
+                    self._handles[sig] = handlers[sig]
+                loop.add_signal_handler(sig, self._cancel, sig)
+        except BaseException:
+            self._unhook()
+            raise
         return self
 
     async def __aexit__(
@@ -95,16 +176,25 @@ class graceful:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        assert self._loop is not None
-        for sig in self.signals:
-            self._loop.remove_signal_handler(sig)
-        signum = _requested[0] if _requested else None
-        _requested.clear()  # handled: a later block starts afresh
-        if isinstance(exc, asyncio.CancelledError) and signum is not None:
-            raise Shutdown(signum) from None
+        self._unhook()
+        if isinstance(exc, asyncio.CancelledError) and _stop.signum is not None:
+            raise Shutdown(_stop.signum) from None
+
+    def _unhook(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        for sig, previous in self._previous.items():
+            loop.remove_signal_handler(sig)
+            handle = self._handles.get(sig)
+            if handle is not None:
+                loop.add_signal_handler(sig, handle._callback, *handle._args)
+            else:
+                signal.signal(sig, previous)
+        self._previous.clear()
+        self._handles.clear()
 
     def _cancel(self, signum: int) -> None:
-        if not _requested:
-            _requested.append(signum)
+        if _stop.signum is None:
+            _stop.signum = signum
             if self._task is not None:
                 self._task.cancel(f"stopped by {signal.Signals(signum).name}")

@@ -8,13 +8,13 @@ from redistate import Store
 from redistate.checkpoints.spec import (
     CheckpointSpec,
     Restored,
-    check_keep,
     handoff,
     new_checkpoint_id,
 )
 from redistate.core.codec import JsonCodec
 from redistate.core.errors import InvalidId, StateTooLarge
 from redistate.core.keys import KeySpace
+from redistate.core.limits import check_keep
 
 
 def test_the_issue_defaults() -> None:

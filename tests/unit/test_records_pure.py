@@ -14,6 +14,7 @@ from redistate.core._backoff import BASE, CAP, backoff_delay
 from redistate.core.codec import JsonCodec
 from redistate.core.errors import ConflictError, InvalidId, RedistateError, StateTooLarge
 from redistate.core.keys import KeySpace
+from redistate.core.limits import check_max_bytes
 from redistate.records.spec import (
     DEFAULT,
     MAX_TTL_SECONDS,
@@ -24,7 +25,6 @@ from redistate.records.spec import (
     RecordPutReply,
     RecordSpec,
     check_attempts,
-    check_max_bytes,
     check_ttl,
     check_version,
     new_write_id,
