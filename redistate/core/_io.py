@@ -24,11 +24,9 @@ __all__ = [
     "sync_stop_pending",
     "sync_raise_stop",
     "sync_handover",
-    "sync_complete",
     "async_stop_pending",
     "async_raise_stop",
     "async_handover",
-    "async_complete",
     "AsyncWithGuard",
     "AwaitableInSync",
     "WithGuard",
@@ -278,22 +276,6 @@ def sync_stop_pending() -> bool:
     from ..steps.shutdown import held_back
 
     return held_back()
-
-
-async def async_complete(fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-    """Run ``fn`` to its end even if the caller is cancelled meanwhile (then let the
-    cancellation through): a release cut short would leave the lease held."""
-    task = asyncio.ensure_future(fn())
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await task
-        raise
-
-
-def sync_complete(fn: Callable[[], Any]) -> Any:
-    return fn()
 
 
 def async_lock() -> asyncio.Lock:

@@ -16,8 +16,8 @@ from ..core import telemetry
 from ..core._io import (
     AwaitableInSync,
     WithGuard,
-    sync_complete,
     sync_confirm,
+    sync_finish,
     sync_handover,
     sync_raise_stop,
     sync_resolve,
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from ..store import Store
 
 __all__ = ["TaskRun"]
+
+
+def _kept(done: Any) -> None:
+    """What a hand-over ran to its end stays done (sync_finish's undo)."""
 
 
 def _every(turns: object, seconds: object) -> tuple[int | None, float | None]:
@@ -295,10 +299,10 @@ class TaskRun(WithGuard):
             try:
                 restored, self._steps = checkpoints._entered(self.task_id, read)
             except BaseException:
-                sync_complete(self.lease.release)
+                sync_finish(self.lease.release, _kept)
                 raise
             if sync_stop_pending():
-                sync_complete(self.lease.release)
+                sync_finish(self.lease.release, _kept)
         sync_raise_stop()
         if restored is not None:
             self.state, self.checkpoint = restored.state, restored.checkpoint
@@ -325,8 +329,9 @@ class TaskRun(WithGuard):
                 # The newest state asked for: a save in flight may have been applied.
                 state = self.state if self._sending is None else self._sending[0]
                 try:
-                    sync_complete(
-                        lambda: self.save(state, phase="interrupted", metadata={"signal": stop})
+                    sync_finish(
+                        lambda: self.save(state, phase="interrupted", metadata={"signal": stop}),
+                        _kept,
                     )
                 except RedistateError:
                     pass  # lost meanwhile: the successor resumes from the last save
@@ -338,7 +343,7 @@ class TaskRun(WithGuard):
                     pass  # the block's own exception is the one to report
         finally:
             try:
-                sync_complete(self.lease.release)  # never cut short: a held lease
+                sync_finish(self.lease.release, _kept)  # never cut short: a held lease
             except LockLost:
                 if exc is None and not told:
                     raise  # lost unnoticed inside the block: say so, once

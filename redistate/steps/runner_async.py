@@ -15,8 +15,8 @@ from ..core import telemetry
 from ..core._io import (
     AsyncWithGuard,
     AwaitableInSync,
-    async_complete,
     async_confirm,
+    async_finish,
     async_handover,
     async_raise_stop,
     async_resolve,
@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from ..store_async import AsyncStore
 
 __all__ = ["AsyncTaskRun"]
+
+
+async def _kept(done: Any) -> None:
+    """What a hand-over ran to its end stays done (async_finish's undo)."""
 
 
 def _every(turns: object, seconds: object) -> tuple[int | None, float | None]:
@@ -294,10 +298,10 @@ class AsyncTaskRun(AsyncWithGuard):
             try:
                 restored, self._steps = await checkpoints._entered(self.task_id, read)
             except BaseException:
-                await async_complete(self.lease.release)
+                await async_finish(self.lease.release, _kept)
                 raise
             if async_stop_pending():
-                await async_complete(self.lease.release)
+                await async_finish(self.lease.release, _kept)
         async_raise_stop()
         if restored is not None:
             self.state, self.checkpoint = restored.state, restored.checkpoint
@@ -324,8 +328,9 @@ class AsyncTaskRun(AsyncWithGuard):
                 # The newest state asked for: a save in flight may have been applied.
                 state = self.state if self._sending is None else self._sending[0]
                 try:
-                    await async_complete(
-                        lambda: self.save(state, phase="interrupted", metadata={"signal": stop})
+                    await async_finish(
+                        lambda: self.save(state, phase="interrupted", metadata={"signal": stop}),
+                        _kept,
                     )
                 except RedistateError:
                     pass  # lost meanwhile: the successor resumes from the last save
@@ -339,7 +344,7 @@ class AsyncTaskRun(AsyncWithGuard):
                     pass  # the block's own exception is the one to report
         finally:
             try:
-                await async_complete(self.lease.release)  # never cut short: a held lease
+                await async_finish(self.lease.release, _kept)  # never cut short: a held lease
             except LockLost:
                 if exc is None and not told:
                     raise  # lost unnoticed inside the block: say so, once
