@@ -30,6 +30,7 @@ from .core.errors import (
     StepInterrupted,
     StoreFull,
     StoreUnavailable,
+    TransportRefused,
     UnsafeServer,
 )
 from .core.lazy import lazy_names
@@ -126,6 +127,7 @@ __all__ = [
     "StepInterrupted",
     "StoreFull",
     "StoreUnavailable",
+    "TransportRefused",
     "UnsafeServer",
     "BatchError",
     "BatchNotSent",

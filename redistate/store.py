@@ -128,9 +128,13 @@ class Store(WithGuard):
         """The HMAC keys that seal what the store writes, or None."""
         self.keys = KeySpace(namespace)
         """Builds every key of the namespace."""
-        self.codec: Codec = codec if codec is not None else JsonCodec()
-        """How values become bytes (JSON by default)."""
         self._conn = Connection(client, retry, durability, replica_timeout, server_check)
+        chosen: Codec = codec if codec is not None else JsonCodec()
+        as_text = getattr(chosen, "as_text", None)
+        if self._conn.rest and callable(as_text):
+            chosen = as_text()  # a REST API's JSON carries text: EncryptedCodec in base64
+        self.codec: Codec = chosen
+        """How values become bytes (JSON by default)."""
         self._others: list[Any] = []
         self._max_bytes = max_bytes
         self._attempts = update_attempts
@@ -175,6 +179,7 @@ class Store(WithGuard):
                 self.codec,
                 migrations=self.migrations,
                 signing=self.signing,
+                text=self._conn.rest,
                 **self._checkpoint_settings,
             )
             found = self._checkpoints = Checkpoints(self._conn, spec)

@@ -5,8 +5,9 @@ small id entries ``<seq>,<created_ms>,<fence>,<id>,<parent_id>`` that the save s
 writes (so seq, time and parent come from the server, atomically). A delta log holds
 merge patches made after the newest checkpoint; a save compacts it away.
 
-Blob: ``K1,<sha256 hex>,<z|->\\n<meta JSON>\\n<payload>``, the payload being the state's
-JSON, zlib-compressed above a threshold. The digest covers the meta JSON and the
+Blob: ``K1,<sha256 hex>,<z|b|->\\n<meta JSON>\\n<payload>``, the payload being the state's
+JSON, zlib-compressed above a threshold ("z"; "b": compressed, then base64, for a
+connection that carries text only, a REST API's). The digest covers the meta JSON and the
 uncompressed state JSON, and is checked on every read.
 
 With signing keys (redistate.core.signing) the digest is a seal ``<key id>:<HMAC hex>`` over
@@ -19,6 +20,8 @@ Not covered: the id entries (seq, time, fence, parent), which the server writes.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import hashlib
 import re
@@ -68,7 +71,7 @@ _ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ENTRY_RE: Final = re.compile(
     rb"(\d{16}),(\d{13}),(\d+),([A-Za-z0-9_-]{1,64}),([A-Za-z0-9_-]{0,64})"
 )
-_BLOB_RE: Final = re.compile(rb"K1,((?:[A-Za-z0-9_-]{1,32}:)?[0-9a-f]{64}),([z-])\n")
+_BLOB_RE: Final = re.compile(rb"K1,((?:[A-Za-z0-9_-]{1,32}:)?[0-9a-f]{64}),([zb-])\n")
 _DELTA_RE: Final = re.compile(rb"D1,([A-Za-z0-9_-]{1,64}),([A-Za-z0-9_-]{0,64}),(\d{13})\n")
 
 
@@ -398,6 +401,7 @@ class CheckpointSpec:
         "max_bytes",
         "max_deltas",
         "signing",
+        "text",
         "ttl_ms",
     )
 
@@ -413,10 +417,13 @@ class CheckpointSpec:
         max_deltas: int = 1000,
         migrations: Migrations | None = None,
         signing: SigningKeys | None = None,
+        text: bool = False,
     ) -> None:
         self.keys = keys
         self.codec = codec
         self.signing = signing
+        # Blobs must be UTF-8 text (a REST API's JSON): compressed ones are base64 too.
+        self.text = text
         self._migrations = migrations
         self.keep = check_keep(keep)
         self.ttl_ms = check_ttl(ttl, "task ttl")
@@ -628,7 +635,7 @@ class CheckpointSpec:
         if newline < 0:
             raise IntegrityError(f"{where} is truncated")
         meta_bytes, payload = rest[:newline], rest[newline + 1 :]
-        state_bytes = _inflate(payload, where) if flag == b"z" else payload
+        state_bytes = _unpacked(flag, payload, where)
         # Sealed with the id of the entry it is stored next to: a blob (or a state)
         # moved into another checkpoint's slot fails here.
         self._check(where, head.group(1), key, fields.id, meta_bytes, state_bytes, strict)
@@ -687,13 +694,16 @@ class CheckpointSpec:
         """A checkpoint blob of ``meta`` and encoded state: digest (or seal), compression."""
         compress = len(state_bytes) > self.compress_above
         body = zlib.compress(state_bytes, 1) if compress else state_bytes
+        flag = b"z" if compress else b"-"
+        if compress and self.text:
+            body, flag = base64.b64encode(body), b"b"
         if self.signing is None:
             digest = _digest(meta, state_bytes).encode()
         else:
             digest = self.signing.seal(
                 b"checkpoint", key.encode("utf-8"), checkpoint_id.encode(), meta, state_bytes
             )
-        return b"K1,%s,%s\n%s\n%s" % (digest, b"z" if compress else b"-", meta, body)
+        return b"K1,%s,%s\n%s\n%s" % (digest, flag, meta, body)
 
     def _check(
         self,
@@ -733,8 +743,7 @@ class CheckpointSpec:
             raise IntegrityError(f"a checkpoint of {key!r} has no valid header")
         flag, meta = head.group(2), blob[head.end() : newline]
         where = f"checkpoint {head.group(1)[:12].decode('ascii', 'replace')}… of {key!r}"
-        payload = blob[newline + 1 :]
-        state_bytes = _inflate(payload, where) if flag == b"z" else payload
+        state_bytes = _unpacked(flag, blob[newline + 1 :], where)
         try:
             cid = str(orjson.loads(meta).get("id", ""))
         except (orjson.JSONDecodeError, AttributeError):
@@ -1026,6 +1035,19 @@ def _schema(meta: dict[str, Any], where: str) -> int:
     if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
         raise IntegrityError(f"{where} has a malformed schema {schema!r:.40}")
     return schema
+
+
+def _unpacked(flag: bytes, payload: bytes, where: str) -> bytes:
+    """The state bytes of a blob's payload, by its flag: "-" as stored, "z" compressed,
+    "b" compressed and base64."""
+    if flag == b"-":
+        return payload
+    if flag == b"b":
+        try:
+            payload = base64.b64decode(payload, validate=True)
+        except binascii.Error as exc:
+            raise IntegrityError(f"{where} is not base64: {exc}") from exc
+    return _inflate(payload, where)
 
 
 def _inflate(payload: bytes, where: str) -> bytes:

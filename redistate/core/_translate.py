@@ -15,6 +15,7 @@ from .errors import (
     RedistateError,
     StoreFull,
     StoreUnavailable,
+    TransportRefused,
 )
 from .retry import CREDENTIAL_ERRORS, _chain, is_transient, refused, tls_failure
 
@@ -32,6 +33,8 @@ def describe(client: Any) -> str:
     kwargs = getattr(pool, "connection_kwargs", None) or {}
     if "path" in kwargs:
         return f"unix://{kwargs['path']}"
+    if "rest" in kwargs:  # redistate.core.rest
+        return f"REST API {kwargs['rest'].url}"
     if "host" in kwargs:
         return f"{kwargs['host']}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
     service = getattr(pool, "service_name", None)
@@ -207,6 +210,8 @@ def translate(exc: BaseException, address: str, command: str = "") -> RedistateE
         message = str(exc).rpartition("of pipeline caused error: ")[2]
         if message.startswith("RSLOCKLOST"):
             return LockLost(f"{message} (at {address})")
+        if message.startswith("RSREFUSED "):  # redistate.core.rest, before sending
+            return TransportRefused(f"{message.removeprefix('RSREFUSED ')} ({address})")
         if message.startswith(("RSINTEGRITY", "WRONGTYPE")):
             return IntegrityError(f"{message} (at {address})")
         return RedistateError(f"redis at {address} replied with an error: {message}")

@@ -46,6 +46,12 @@ def client_for(
     redis-py's own retries are off (the store retries). ``options`` go to redis-py.
     """
     target = parse_url(url)
+    if target.kind == "rest":  # Upstash's REST API: a bridge per connection (core.rest)
+        from .rest import RestConnection, pool_options  # only where it is used
+
+        kwargs = pool_options(target.url, target.password, timeout, options)
+        pool = ConnectionPool(connection_class=RestConnection, **kwargs)
+        return Redis(connection_pool=pool), []
     accepted_options(target, options)
     timeouts: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     credentials: dict[str, Any] = {"username": target.username, "password": target.password}

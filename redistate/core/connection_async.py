@@ -171,6 +171,7 @@ class AsyncConnection:
         "recovered",
         "renewals",
         "resends",
+        "rest",
         "timeout",
         "wait_ms",
     )
@@ -237,6 +238,11 @@ class AsyncConnection:
         # it answers "Function not found") until a server has no FUNCTION or this user
         # may not load the library: then by EVALSHA, for the rest of this connection.
         self._fcall = True
+        # Over a REST API (redistate.core.rest), by EVALSHA from the start: FUNCTION is
+        # newer there than EVALSHA, and there is no WAIT for replicated writes.
+        self.rest = "rest" in kwargs
+        if self.rest:
+            self._fcall = False
         # By EVALSHA, the SHAs a batch found loaded, per server client: a batch loads
         # the others first, in its own pipeline (see _writes_to).
         self._loaded: dict[int, set[str]] = {}
@@ -265,6 +271,12 @@ class AsyncConnection:
                 wait for.
         """
         replicas = self._replicas if durability is None else check_durability(durability)
+        if replicas and self.rest:
+            raise ValueError(
+                f"durability='replicated' needs WAIT, which the REST API at "
+                f"{self.address} does not have; nothing was sent. Use durability='primary', "
+                f"or connect over rediss:// to wait for replicas"
+            )
         if replicas and self._too_long:
             raise ValueError(self._too_long)
         return replicas

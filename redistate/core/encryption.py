@@ -6,7 +6,9 @@ decrypts with whichever known key a value names, so keys rotate without downtime
 the new key as primary, keep the old one until ``redistate rotate-keys`` has rewritten
 the namespace, then drop it.
 
-Stored form: ``E1:<key id>:<12-byte nonce><ciphertext and 16-byte tag>``. The associated
+Stored form: ``E1:<key id>:<12-byte nonce><ciphertext and 16-byte tag>``, or over a
+connection that carries text only (a REST API) ``E1b:<key id>:<base64 of the same>``;
+either is read everywhere. The associated
 data is the key id and the Redis key the value is stored under (the codec's
 ``context``), so a value copied to another key, or relabelled with another key id, fails
 to authenticate: IntegrityError. Not caught by the cipher: an older ciphertext of the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import os
 import re
 from collections.abc import Mapping
@@ -30,6 +33,7 @@ from .errors import IntegrityError
 __all__ = ["EncryptedCodec", "key_id", "keys_from_text"]
 
 _MAGIC: Final = b"E1:"
+_TEXT_MAGIC: Final = b"E1b:"
 _NONCE: Final = 12
 _TAG: Final = 16
 _KEY_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -43,12 +47,13 @@ def _aad(kid: bytes, context: bytes) -> bytes:
 def key_id(data: bytes) -> str | None:
     """The id of the key ``data`` was encrypted with, or None if it is not an
     EncryptedCodec value (what ``rotate-keys`` checks before rewriting)."""
-    if not data.startswith(_MAGIC):
+    magic = _MAGIC if data.startswith(_MAGIC) else _TEXT_MAGIC
+    if not data.startswith(magic):
         return None
-    end = data.find(b":", len(_MAGIC), len(_MAGIC) + 33)
+    end = data.find(b":", len(magic), len(magic) + 33)
     if end < 0:
         return None
-    return data[len(_MAGIC) : end].decode("ascii", "replace")
+    return data[len(magic) : end].decode("ascii", "replace")
 
 
 def keys_from_text(text: str) -> dict[str, bytes]:
@@ -77,16 +82,23 @@ class EncryptedCodec:
         keys: key id ([A-Za-z0-9_-], 1-32 chars) -> 16, 24 or 32 random bytes.
         primary: the id new values are encrypted with; every key decrypts.
         inner: the codec that turns values into the bytes being encrypted.
+        text: write the base64 form (``E1b``); a store over a REST API uses
+            :meth:`as_text`, which sets it.
 
     Raises:
         ValueError: a malformed key id, a key of another length, an unknown primary.
         ImportError: the ``cryptography`` package is missing (``redistate[crypto]``).
     """
 
-    __slots__ = ("_ciphers", "_inner", "_primary", "primary", "read_plaintext")
+    __slots__ = ("_ciphers", "_inner", "_primary", "primary", "read_plaintext", "text")
 
     def __init__(
-        self, keys: Mapping[str, bytes], primary: str, *, inner: Codec | None = None
+        self,
+        keys: Mapping[str, bytes],
+        primary: str,
+        *,
+        inner: Codec | None = None,
+        text: bool = False,
     ) -> None:
         try:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -113,6 +125,14 @@ class EncryptedCodec:
         # rotate-keys sets it to encrypt a namespace written before encryption: values
         # without an E1 header are then read with ``inner`` instead of refused.
         self.read_plaintext = False
+        self.text = bool(text)
+
+    def as_text(self) -> EncryptedCodec:
+        """This codec writing the base64 form (same keys): what a store over a REST API,
+        whose JSON carries text only, encrypts with."""
+        twin = copy.copy(self)
+        twin.text = True
+        return twin
 
     def __repr__(self) -> str:  # ids only: key material never reaches a log
         ids = sorted(k.decode() for k in self._ciphers)
@@ -122,6 +142,8 @@ class EncryptedCodec:
         plain = self._inner.encode(value, context)
         nonce = os.urandom(_NONCE)
         sealed = self._ciphers[self._primary].encrypt(nonce, plain, _aad(self._primary, context))
+        if self.text:
+            return b"%s%s:%s" % (_TEXT_MAGIC, self._primary, base64.b64encode(nonce + sealed))
         return b"%s%s:%s%s" % (_MAGIC, self._primary, nonce, sealed)
 
     def decode(self, data: bytes, context: bytes = b"") -> Any:
@@ -146,8 +168,14 @@ class EncryptedCodec:
             raise IntegrityError(
                 f"value under {where!r} was encrypted with key {kid!r}, not one of {known}"
             )
-        start = len(_MAGIC) + len(kid) + 1
-        nonce, sealed = data[start : start + _NONCE], data[start + _NONCE :]
+        if data.startswith(_TEXT_MAGIC):
+            try:
+                body = base64.b64decode(data[len(_TEXT_MAGIC) + len(kid) + 1 :], validate=True)
+            except binascii.Error:
+                raise IntegrityError(f"value under {where!r} is not base64 after E1b") from None
+        else:
+            body = data[len(_MAGIC) + len(kid) + 1 :]
+        nonce, sealed = body[:_NONCE], body[_NONCE:]
         if len(sealed) < _TAG:
             raise IntegrityError(f"value under {where!r} is cut short ({len(data)} bytes)")
         try:

@@ -27,6 +27,7 @@ __all__ = [
     "StepInterrupted",
     "StoreFull",
     "StoreUnavailable",
+    "TransportRefused",
     "UnsafeServer",
 ]
 
@@ -103,6 +104,12 @@ class StateTooLarge(RedistateError):
         self.key = key
         where = f" for {key!r}" if key else ""
         super().__init__(f"encoded state{where} is {size} bytes, over the limit of {limit} bytes")
+
+
+class TransportRefused(RedistateError, ValueError):
+    """A command the connection cannot carry, refused before it was sent: over a REST
+    API, an argument that is not UTF-8 text or a request over its size limit. Nothing
+    was written."""
 
 
 class InvalidId(RedistateError, ValueError):

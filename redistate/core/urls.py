@@ -4,6 +4,8 @@
     redis+cluster://[user:password@]host:port[,host:port...]         rediss+cluster://
     redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]
                                                                      rediss+sentinel://
+    upstash+https://host[:port]       Upstash's REST API (token= or UPSTASH_REDIS_REST_TOKEN)
+                                      upstash+http:// for a local REST server
 
 Several ``host:port`` pairs are startup nodes (cluster) or the sentinels to ask
 (sentinel). A password in a sentinel URL is the data nodes'; pass
@@ -18,7 +20,7 @@ from urllib.parse import unquote
 
 __all__ = ["Target", "parse_url", "shown_url"]
 
-Kind = Literal["standalone", "cluster", "sentinel"]
+Kind = Literal["standalone", "cluster", "sentinel", "rest"]
 _SCHEMES: dict[str, tuple[Kind, bool]] = {
     "redis": ("standalone", False),
     "rediss": ("standalone", True),
@@ -27,6 +29,8 @@ _SCHEMES: dict[str, tuple[Kind, bool]] = {
     "rediss+cluster": ("cluster", True),
     "redis+sentinel": ("sentinel", False),
     "rediss+sentinel": ("sentinel", True),
+    "upstash+https": ("rest", True),
+    "upstash+http": ("rest", False),
 }
 
 
@@ -93,12 +97,34 @@ def parse_url(url: object) -> Target:
         raise ValueError(str(exc).replace(repr(url), repr(_shown(url)))) from None
 
 
+def _rest(url: str, scheme: str, rest: str, tls: bool) -> Target:
+    """``upstash+https://[:token@]host[:port]``: ``url`` becomes the API's https:// URL,
+    a token in it ``password``."""
+    location, _, query = rest.partition("?")
+    if query:
+        raise ValueError(
+            f"url {url!r}: options in a {scheme}:// URL are not read; pass them to from_url"
+        )
+    netloc, _, path = location.partition("/")
+    if path.strip("/"):
+        raise ValueError(f"url {url!r}: a REST API has one database; drop the path {'/' + path!r}")
+    userinfo, at, host = netloc.rpartition("@")
+    if not at:
+        host, userinfo = netloc, ""
+    _host_port(host if ":" in host.lstrip("[") else host + ":443", url)  # refuses a bad one
+    token = unquote(userinfo.partition(":")[2]) or None
+    base = f"{'https' if tls else 'http'}://{host}"
+    return Target("rest", base, hosts=(), password=token, tls=tls)
+
+
 def _parse(url: str) -> Target:
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in _SCHEMES:
         known = ", ".join(f"{s}://" for s in _SCHEMES)
         raise ValueError(f"url {url!r} has an unknown scheme; use one of {known}")
     kind, tls = _SCHEMES[scheme.lower()]
+    if kind == "rest":
+        return _rest(url, scheme, rest, tls)
     if kind == "standalone":
         path = rest.partition("?")[0].partition("#")[0].partition("/")[2]
         if scheme.lower() != "unix" and path and not (path.isdigit() and path.isascii()):

@@ -145,8 +145,10 @@ class GraphSpec:
     # -- ranges for graph_read (ZREVRANGEBYLEX: newest first) ---------------------------
 
     def latest(self, ns: str) -> tuple[bytes, bytes]:
-        prefix = check_name(ns, "checkpoint_ns") + b"\0"
-        return b"[" + prefix + b"\xff", b"[" + prefix
+        name = check_name(ns, "checkpoint_ns")
+        # Below "<ns>\x01", exclusive: every "<ns>\0<id>" (an \xff bound would not be
+        # UTF-8, which a REST API's JSON cannot carry).
+        return b"(" + name + b"\x01", b"[" + name + b"\0"
 
     def exactly(self, ns: str, checkpoint_id: str) -> tuple[bytes, bytes]:
         m = self.member(ns, checkpoint_id)

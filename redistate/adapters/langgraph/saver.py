@@ -16,6 +16,7 @@ never pickle unless you configure a serializer that pickles.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import secrets
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
@@ -138,6 +139,9 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
             )
             self._async = async_store.graph_threads(spec)
         self.spec = (self._sync or self._async).spec  # type: ignore[union-attr]
+        # Over a REST API, whose JSON carries text only, serialized values (msgpack) are
+        # stored in base64, their kind marked "b64:" (a kind the serde never writes).
+        self._text = any(s._conn.rest for s in (store, async_store) if s is not None)
 
     @classmethod
     def from_url(
@@ -209,9 +213,13 @@ class RedisStateSaver(BaseCheckpointSaver[str]):
 
     def _typed(self, value: Any) -> tuple[bytes, bytes]:
         kind, data = self.serde.dumps_typed(value)
+        if self._text:
+            return b"b64:" + kind.encode(), base64.b64encode(data)
         return kind.encode(), data
 
     def _loads(self, kind: bytes, data: bytes) -> Any:
+        if kind.startswith(b"b64:"):
+            kind, data = kind[4:], base64.b64decode(data)
         return self.serde.loads_typed((kind.decode(), data))
 
     def _user(self, config: RunnableConfig, thread_id: str) -> str | None:
