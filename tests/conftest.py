@@ -29,8 +29,12 @@ from tests.servers import (
     start_server,
     valkey_binary,
 )
+from tests.upstash_rest import UpstashRest
 
 BACKENDS = ["embedded", "redis7", "valkey9", "cluster", "sentinel"]
+# Upstash's REST API (the emulator in front of Redis 7): the contract modules marked
+# ``over_rest`` run on it too (see pytest_generate_tests).
+REST_BACKENDS = [*BACKENDS, "upstash"]
 SERVER_BACKENDS = ["redis7", "valkey9"]
 
 
@@ -43,6 +47,7 @@ class Backend:
     fake: Any = None
     cluster: Cluster | None = None
     sentinel: SentinelSetup | None = None
+    rest: UpstashRest | None = None
 
     @property
     def remote(self) -> bool:
@@ -51,6 +56,8 @@ class Backend:
 
     @property
     def url(self) -> str:
+        if self.rest is not None:
+            return self.rest.url
         if self.cluster is not None:
             return self.cluster.url
         if self.sentinel is not None:
@@ -66,6 +73,10 @@ class Backend:
         return sentinel.master_for(self.sentinel.service, socket_timeout=10)
 
     def sync_client(self) -> Any:
+        if self.rest is not None:
+            from redistate.core.connect import client_for
+
+            return client_for(self.rest.url, 10, {"token": self.rest.token})[0]
         if self.sentinel is not None:
             from redis.sentinel import Sentinel
 
@@ -81,6 +92,10 @@ class Backend:
         return redis.Redis.from_url(self.url, socket_timeout=10)
 
     def async_client(self) -> Any:
+        if self.rest is not None:
+            from redistate.core.connect_async import client_for as async_client_for
+
+            return async_client_for(self.rest.url, 10, {"token": self.rest.token})[0]
         if self.sentinel is not None:
             from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 
@@ -97,7 +112,10 @@ class Backend:
         return redis.asyncio.Redis.from_url(self.url, socket_timeout=10)
 
     def raw(self) -> Any:
-        """A sync client for assertions (PTTL, raw bytes), never used by the store."""
+        """A sync client for assertions (PTTL, raw bytes), never used by the store (of
+        the server itself behind a REST API)."""
+        if self.rest is not None and self.server is not None:
+            return redis.Redis.from_url(self.server.url, socket_timeout=10)
         return self.sync_client()
 
 
@@ -129,6 +147,18 @@ def valkey9_server() -> Iterator[Server]:
     assert server.version.startswith("9."), server.version
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def upstash_rest(redis7_server: Server) -> Iterator[UpstashRest]:
+    """The REST API emulator (tests/upstash_rest.py) in front of the Redis 7 server;
+    UPSTASH_REDIS_REST_TOKEN holds its token, as on a function configured for Upstash."""
+    with (
+        UpstashRest(redis7_server.port, token="test-rest-token") as rest,
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.setenv("UPSTASH_REDIS_REST_TOKEN", rest.token)
+        yield rest
 
 
 @pytest.fixture(scope="session")
@@ -166,8 +196,29 @@ def _backend(name: str, request: pytest.FixtureRequest) -> Backend:
     if name == "sentinel":
         setup: SentinelSetup = request.getfixturevalue("sentinel_setup")
         return Backend(name, None, sentinel=setup)
+    if name == "upstash":
+        rest: UpstashRest = request.getfixturevalue("upstash_rest")
+        return Backend(name, request.getfixturevalue("redis7_server"), rest=rest)
     server: Server = request.getfixturevalue(f"{name}_server")
     return Backend(name, server)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "over_rest: the module's contract runs over REST too")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test of a module marked ``over_rest`` that takes ``backend`` (and chooses none
+    itself) runs on REST_BACKENDS: a parametrize mark, which the fixture's own params
+    then give way to."""
+    definition = metafunc.definition
+    if "backend" not in metafunc.fixturenames or not definition.get_closest_marker("over_rest"):
+        return
+    for mark in definition.iter_markers("parametrize"):
+        if "backend" in str(mark.args[0]):
+            return
+    definition.add_marker(pytest.mark.parametrize("backend", REST_BACKENDS, indirect=True))
 
 
 @pytest.fixture(params=BACKENDS)

@@ -4,6 +4,7 @@ the one CI runs."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Backend
+from tests.upstash_rest import UpstashRest
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text("utf-8")
@@ -38,10 +40,20 @@ def _page_blocks() -> list[tuple[str, int, str]]:
 PAGE_BLOCKS = _page_blocks()
 
 
-def _run(code: str, backend: Backend, namespace: str) -> None:
+# The Upstash URL the pages show; their blocks reach the REST emulator instead.
+UPSTASH_URL = "upstash+https://eu1-sharp-cat-12345.upstash.io"
+
+
+def _run(code: str, backend: Backend, namespace: str, rest: UpstashRest | None = None) -> None:
     code = code.replace("redis://localhost:6379/0", backend.url)
     code = code.replace('namespace="myapp"', f'namespace="{namespace}"')
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    env = dict(os.environ)
+    if rest is not None:
+        code = code.replace(UPSTASH_URL, rest.url)
+        env["UPSTASH_REDIS_REST_TOKEN"] = rest.token
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -60,9 +72,15 @@ def test_readme_code_runs(index: int, server_backend: Backend, namespace: str) -
     ("page", "index", "code"), PAGE_BLOCKS, ids=[f"{p}#{i}" for p, i, _ in PAGE_BLOCKS]
 )
 def test_site_code_runs(
-    page: str, index: int, code: str, server_backend: Backend, namespace: str
+    page: str,
+    index: int,
+    code: str,
+    server_backend: Backend,
+    namespace: str,
+    request: pytest.FixtureRequest,
 ) -> None:
-    _run(code, server_backend, namespace)
+    rest = request.getfixturevalue("upstash_rest") if UPSTASH_URL in code else None
+    _run(code, server_backend, namespace, rest)
 
 
 def test_what_the_site_includes_is_an_example_or_reliability() -> None:

@@ -15,6 +15,8 @@ from tests.conftest import Backend
 from tests.erasure_frameworks import async_framework_data
 from tests.proxy import FaultProxy, command
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def scan(backend: Backend, store: AsyncStore) -> dict[str, tuple[str, str]]:
     """Every key of the namespace: (the name of the kind owning it, its entity id)."""

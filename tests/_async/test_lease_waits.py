@@ -8,6 +8,8 @@ from redistate import AsyncStore, LockTimeout
 from tests.conftest import Backend
 from tests.roundtrips import RoundTrips
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 async def test_a_waiter_blocks_on_a_lock_key_without_ttl(
     server_store: AsyncStore, server_backend: Backend, namespace: str, roundtrips: RoundTrips

@@ -13,6 +13,8 @@ from redistate.core._io import async_join, async_spawn, async_wait
 from redistate.core.scripts import script
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 async def test_acquire_and_release(store: AsyncStore, backend: Backend) -> None:
     raw = backend.raw()

@@ -26,6 +26,8 @@ from tests.conftest import Backend
 from tests.resend import resent
 from tests.roundtrips import server_reads
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 _MERGE = script("record_merge")
 _COMPACT = script("record_compact")
 

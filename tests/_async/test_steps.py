@@ -23,6 +23,8 @@ from redistate import (
 from tests.conftest import Backend
 from tests.roundtrips import server_reads
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 class Crash(BaseException):
     """The process dies inside fn: nothing after it runs (not an Exception, so the
@@ -258,7 +260,7 @@ async def test_a_resent_step_record_is_reported_as_made(
         await run.lease._abandon()
         taken.append(await other.lock("t1", ttl=30).acquire())
 
-    lost = LostReplies(store.client, "FCALL", between=take_over)
+    lost = LostReplies(store.client, store._conn._verb.upper(), between=take_over)
     try:
         # The stale run caught its LockLost inside: its exit does not raise it again.
         async with store.task("t1", ttl=30) as run:

@@ -9,6 +9,8 @@ from redistate import Store, LockTimeout
 from tests.conftest import Backend
 from tests.roundtrips import RoundTrips
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def test_a_waiter_blocks_on_a_lock_key_without_ttl(
     server_store: Store, server_backend: Backend, namespace: str, roundtrips: RoundTrips

@@ -14,6 +14,8 @@ from redistate.core._io import sync_join, sync_spawn, sync_wait
 from redistate.core.scripts import script
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def test_acquire_and_release(store: Store, backend: Backend) -> None:
     raw = backend.raw()

@@ -24,6 +24,8 @@ from redistate import (
 from tests.conftest import Backend
 from tests.roundtrips import server_reads
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 class Crash(BaseException):
     """The process dies inside fn: nothing after it runs (not an Exception, so the
@@ -259,7 +261,7 @@ def test_a_resent_step_record_is_reported_as_made(
         run.lease._abandon()
         taken.append(other.lock("t1", ttl=30).acquire())
 
-    lost = LostReplies(store.client, "FCALL", between=take_over)
+    lost = LostReplies(store.client, store._conn._verb.upper(), between=take_over)
     try:
         # The stale run caught its LockLost inside: its exit does not raise it again.
         with store.task("t1", ttl=30) as run:
