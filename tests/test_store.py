@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -257,3 +258,17 @@ def test_a_store_imported_from_a_zip_runs_its_scripts(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "{'n': 1}"
+
+
+def test_from_url_names_redistate_to_the_server(valkey9_server: Any) -> None:
+    """CLIENT SETINFO (Valkey; Redis from 7.2) names redistate as redis-py's upstream
+    driver, so CLIENT LIST tells redistate's connections apart."""
+    import redistate
+
+    store = Store.from_url(valkey9_server.url, namespace="setinfo")
+    store.sessions.put("s", {})
+    raw = redis.Redis.from_url(valkey9_server.url)
+    names = {c.get("lib-name") for c in raw.client_list()}
+    assert f"redis-py(redistate_v{redistate.__version__})" in names, names
+    store.close()
+    raw.close()

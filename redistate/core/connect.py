@@ -57,7 +57,8 @@ def client_for(
     credentials: dict[str, Any] = {"username": target.username, "password": target.password}
     # What the caller passes wins over what the URL and the defaults say.
     if target.kind == "standalone":
-        client = Redis.from_url(url, **{**timeouts, "retry": Retry(NoBackoff(), 0), **options})
+        defaults = {**timeouts, "retry": Retry(NoBackoff(), 0), **identity()}
+        client = Redis.from_url(url, **{**defaults, **options})
         return client, []
     if target.kind == "cluster":
         node: Any = ClusterNode  # untyped in redis-py's sync flavour
@@ -81,6 +82,23 @@ def client_for(
     }
     primary = sentinel.master_for(target.service, **merged)
     return cast("Redis", primary), list(sentinel.sentinels)
+
+
+def identity() -> dict[str, Any]:
+    """What the connections name themselves with (CLIENT SETINFO): redis-py, and
+    redistate as its upstream driver (CLIENT LIST shows which clients are redistate's).
+    The version is given, not looked up: redis-py's own lookup reads the installed
+    packages' metadata, ~10 ms of a cold start's first connection."""
+    import redis
+
+    from .. import __version__
+
+    try:
+        from redis.driver_info import DriverInfo
+    except ImportError:  # redis-py before 7: the older keywords
+        return {"lib_name": f"redis-py(redistate_v{__version__})", "lib_version": redis.__version__}
+    info = DriverInfo(name="redis-py", lib_version=redis.__version__)
+    return {"driver_info": info.add_upstream_driver("redistate", __version__)}
 
 
 def accepted_options(target: Target, options: dict[str, Any]) -> None:

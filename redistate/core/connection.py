@@ -20,13 +20,6 @@ from redis import exceptions as rex
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
-from tenacity import (
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
-    wait_random_exponential,
-)
 
 from . import telemetry
 from ._io import (
@@ -427,6 +420,15 @@ class Connection:
         if remaining <= 0:
             raise unavailable(first, self.address, 1, time.monotonic() - started) from first
         tries = 1
+        # Imported on the first failure: a process whose calls all succeed never loads it.
+        from tenacity import (
+            Retrying,
+            retry_if_exception,
+            stop_after_attempt,
+            stop_before_delay,
+            wait_random_exponential,
+        )
+
         retrying = Retrying(
             stop=stop_after_attempt(policy.attempts - 1) | stop_before_delay(remaining),
             wait=wait_random_exponential(multiplier=policy.base, max=policy.cap),

@@ -19,13 +19,6 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
-    wait_random_exponential,
-)
 
 from . import telemetry
 from ._io import (
@@ -426,6 +419,15 @@ class AsyncConnection:
         if remaining <= 0:
             raise unavailable(first, self.address, 1, time.monotonic() - started) from first
         tries = 1
+        # Imported on the first failure: a process whose calls all succeed never loads it.
+        from tenacity import (
+            AsyncRetrying,
+            retry_if_exception,
+            stop_after_attempt,
+            stop_before_delay,
+            wait_random_exponential,
+        )
+
         retrying = AsyncRetrying(
             stop=stop_after_attempt(policy.attempts - 1) | stop_before_delay(remaining),
             wait=wait_random_exponential(multiplier=policy.base, max=policy.cap),

@@ -7,7 +7,6 @@ dropped without a word (the sync RedisCluster). ``from_url`` checks them first.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -86,6 +85,8 @@ def check_options(options: Iterable[str], accepted: set[str], where: str) -> Non
     for name in options:
         if name in accepted:
             continue
+        import difflib  # only for this message: a cold start does not pay for it
+
         close = difflib.get_close_matches(name, sorted(accepted), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise TypeError(
