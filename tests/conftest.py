@@ -8,6 +8,7 @@ with SCAN + DEL afterwards (never FLUSHALL).
 from __future__ import annotations
 
 import dataclasses
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -213,7 +214,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     itself) runs on REST_BACKENDS: a parametrize mark, which the fixture's own params
     then give way to."""
     definition = metafunc.definition
-    if "backend" not in metafunc.fixturenames or not definition.get_closest_marker("over_rest"):
+    # REDISTATE_TESTS_OVER_REST=all: every contract module (to find what else holds).
+    every = os.environ.get("REDISTATE_TESTS_OVER_REST") == "all"
+    marked = every or definition.get_closest_marker("over_rest") is not None
+    if "backend" not in metafunc.fixturenames or not marked:
         return
     for mark in definition.iter_markers("parametrize"):
         if "backend" in str(mark.args[0]):

@@ -221,3 +221,92 @@ def test_a_hundred_invocations_keep_connections_bounded(upstash_rest: UpstashRes
     assert max(counts) - base <= 8, counts  # two invocations' worth at most
     asyncio.run(store.aclose())
     assert upstash_rest.wait_connections(lambda n: n <= base)
+
+
+def test_urls_keep_the_token_out_of_messages() -> None:
+    from redistate.core.urls import parse_url, shown_url
+
+    target = parse_url("upstash+https://:AXs9/Se+Tok=@eu1-cat.upstash.io")
+    assert (target.url, target.password) == ("https://eu1-cat.upstash.io", "AXs9/Se+Tok=")
+    assert shown_url("upstash+https://:AXs9/Se+Tok=@h.io") == "upstash+https://:***@h.io"
+    with pytest.raises(ValueError, match="names a host and nothing more") as info:
+        parse_url("upstash+https://:tok/en@h.io/0")
+    assert "tok" not in str(info.value)
+    with pytest.raises(ValueError, match="goes after a colon") as info:
+        parse_url("upstash+https://S3cret@h.io")
+    assert "S3cret" not in str(info.value)
+    # The token in clear only to a local REST server.
+    assert parse_url("upstash+http://127.0.0.1:8079").url == "http://127.0.0.1:8079"
+    assert parse_url("upstash+http://srh:80").url == "http://srh:80"
+    with pytest.raises(ValueError, match="unencrypted"):
+        parse_url("upstash+http://eu1-cat.upstash.io")
+
+
+def test_a_token_a_header_cannot_carry_is_refused_unechoed(upstash_rest: UpstashRest) -> None:
+    for token in ("S3cretT0ken\n", "sécret", "two words"):
+        with pytest.raises(ValueError, match="an HTTP header cannot carry") as info:
+            Store.from_url(upstash_rest.url, token=token)
+        assert token.strip() not in str(info.value)
+
+
+def test_close_ends_the_bridges(upstash_rest: UpstashRest, ns: str) -> None:
+    import threading
+
+    def bridges() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "redistate-rest"}
+
+    before = bridges()
+    store = Store.from_url(upstash_rest.url, namespace=ns)
+    store.sessions.put("s", {})
+    mine = bridges() - before
+    assert mine
+    store.close()
+    for thread in mine:
+        thread.join(10)
+    assert not any(t.is_alive() for t in mine)
+
+
+def test_a_large_pipeline_and_many_descriptors(upstash_rest: UpstashRest, ns: str) -> None:
+    """A sync pipeline larger than the socket buffers (the bridge reads while it
+    writes), in a process with descriptors past 1023 (no select())."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200 <= hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    held: list[int] = []
+    try:
+        while len(held) < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        from redistate.core.connect import client_for
+
+        client: Any = client_for(upstash_rest.url, 10, {})[0]
+        assert max(held) > 1024
+        key = f"{ns}:big"
+        client.set(key, "v" * 1000)
+        pipe = client.pipeline(transaction=False)
+        for _ in range(10_000):
+            pipe.get(key)
+        assert pipe.execute() == [b"v" * 1000] * 10_000
+        client.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_replies_match_tcp_for_errors_inside_arrays_and_a_lone_multi(
+    upstash_rest: UpstashRest,
+) -> None:
+    from redistate.core.connect import client_for
+
+    client: Any = client_for(upstash_rest.url, 1, {})[0]
+    first, second = client.eval("return {redis.error_reply('ERR inner'), 1}", 0)
+    assert isinstance(first, redis.ResponseError) and str(first) == "inner"  # as over TCP
+    assert second == 1
+    with pytest.raises(redis.ResponseError, match="sent whole"):
+        client.execute_command("MULTI")  # nothing follows: refused after the timeout
+    pipe = client.pipeline(transaction=True)
+    pipe.set(f"lone{uuid.uuid4().hex}", 1)
+    assert pipe.execute() == [True]  # the connection still works
+    client.close()

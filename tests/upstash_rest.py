@@ -17,6 +17,8 @@ From Upstash's documentation of the REST API:
   but PUBLISH, and connection commands but PING and ECHO are refused; so are CONFIG,
   CLIENT and WAIT, which Upstash does not list.
 - A request body over ``max_bytes`` (1 MB on the free tier) is refused.
+- An error inside an array (a script's reply) is ``{"error": "..."}`` in its place
+  (Upstash's documentation does not say; this is the emulator's assumption).
 - Each reply carries an ``Upstash-Sync-Token`` header; the last one a request sent back
   is kept in :attr:`UpstashRest.sync_tokens`.
 
@@ -103,6 +105,8 @@ def _json(reply: Any, encode: bool) -> Any:
         return base64.b64encode(reply).decode() if encode else reply.decode("utf-8", "replace")
     if isinstance(reply, list):
         return [_json(r, encode) for r in reply]
+    if isinstance(reply, _Error):  # inside an array (a script's): its own object
+        return {"error": str(reply)}
     return reply  # int or None
 
 

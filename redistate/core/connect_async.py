@@ -50,7 +50,8 @@ def client_for(
 
         kwargs = pool_options(target.url, target.password, timeout, options)
         pool = ConnectionPool(connection_class=AsyncRestConnection, **kwargs)
-        return Redis(connection_pool=pool), []
+        # from_pool: the client owns the pool, so closing the store ends the bridges.
+        return Redis.from_pool(pool), []
     accepted_options(target, options)
     timeouts: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     credentials: dict[str, Any] = {"username": target.username, "password": target.password}

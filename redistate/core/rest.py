@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import base64
 import logging
-import select
+import re
+import selectors
 import socket
 import threading
 import time
@@ -67,6 +68,8 @@ _ABSENT: Final = frozenset(
      b"SSUBSCRIBE", b"MONITOR", b"HELLO", b"AUTH", b"RESET"}
 )  # fmt: skip
 _POLLED: Final = {b"BLPOP": b"LPOP", b"BRPOP": b"RPOP"}
+_TOKEN: Final = re.compile(r"[\x21-\x7e]+")  # visible ASCII: what a header value carries
+_PARALLEL: Final = 8  # transactions of one read sent at once (each is its own request)
 
 
 class SyncToken:
@@ -105,6 +108,12 @@ class RestSettings:
         if not isinstance(self.token, str) or not self.token:
             raise ValueError(
                 "an Upstash REST token is needed: pass token=..., or set UPSTASH_REDIS_REST_TOKEN"
+            )
+        if not _TOKEN.fullmatch(self.token):  # never echoed: it is a secret
+            raise ValueError(
+                f"the REST token ({len(self.token)} characters) holds a space, a newline, "
+                f"a control or a non-ASCII character, which an HTTP header cannot carry "
+                f"(a token read from a file keeps its newline: strip it)"
             )
         limit = self.max_request_bytes
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1024:
@@ -175,6 +184,8 @@ def to_resp(result: Any) -> bytes:
         return b"$%d\r\n%s\r\n" % (len(text), text)
     if isinstance(result, list):
         return b"*%d\r\n" % len(result) + b"".join(to_resp(r) for r in result)
+    if isinstance(result, dict) and "error" in result:  # an error inside an array
+        return _error(str(result["error"]))
     raise ValueError(f"a REST result of type {type(result).__name__}: {result!r:.80}")
 
 
@@ -184,7 +195,11 @@ def _answer(item: Any) -> bytes:
         raise ValueError(f"a REST reply that is not an object: {item!r:.80}")
     if "error" in item:
         return _error(str(item["error"]))
-    return to_resp(item.get("result"))
+    try:
+        return to_resp(item.get("result"))
+    except (ValueError, TypeError) as exc:  # not base64, an unknown type: not retried
+        logger.warning("redistate: a REST reply could not be read: %s", exc)
+        return _error(f"ERR the REST API's reply could not be read: {exc}")
 
 
 def _name(command: Sequence[bytes]) -> str:
@@ -236,8 +251,12 @@ class _Link:
             },
             timeout=settings.timeout,
             verify=settings.verify,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            # One keep-alive connection, more while a read's transactions go at once.
+            limits=httpx.Limits(max_connections=_PARALLEL, max_keepalive_connections=1),
         )
+        # When the read being answered must be answered by: redis-py gives up _MARGIN
+        # after the request timeout, and its failure would hide the bridge's.
+        self.deadline = 0.0
 
     def close(self) -> None:
         self._client.close()
@@ -253,27 +272,43 @@ class _Link:
         token = self.settings.sync_token.value
         if token:
             headers["Upstash-Sync-Token"] = token
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise _Unavailable(f"no reply within the timeout of {self.settings.timeout:g} s")
+        content = bytearray()
         try:
-            response = self._client.post(path, content=body, headers=headers)
+            # Streamed, so that a reply trickling in slower than httpx's per-read
+            # timeout still ends at the deadline.
+            limit = min(left, self.settings.timeout)
+            with self._client.stream(
+                "POST", path, content=body, headers=headers, timeout=limit
+            ) as response:
+                for chunk in response.iter_bytes():
+                    content += chunk
+                    if time.monotonic() > self.deadline:
+                        raise _Unavailable(
+                            f"the reply took longer than the timeout of {self.settings.timeout:g} s"
+                        )
         except self._httpx.HTTPError as exc:
-            raise _Unavailable(f"{type(exc).__name__}: {exc}") from exc
+            raise _Unavailable(_scrubbed(f"{type(exc).__name__}: {exc}", self.settings)) from exc
         self.settings.sync_token.update(response.headers.get("Upstash-Sync-Token"))
-        if response.status_code in (401, 403):
-            raise _Denied(response.status_code, response.text[:200])
-        if response.status_code not in (200, 400):
-            raise _Unavailable(f"HTTP {response.status_code}: {response.text[:200]}")
+        status = response.status_code
+        text = bytes(content[:200]).decode("utf-8", "replace")
+        if status in (401, 403):
+            raise _Denied(status, text)
+        if status not in (200, 400):
+            raise _Unavailable(f"HTTP {status}: {text}")
         try:
-            return orjson.loads(response.content)
+            return orjson.loads(content)
         except orjson.JSONDecodeError as exc:
-            raise _Unavailable(
-                f"HTTP {response.status_code} with a body that is not JSON: "
-                f"{response.content[:80]!r}"
-            ) from exc
+            what = f"HTTP {status} with a body that is not JSON: {text[:80]!r}"
+            raise _Unavailable(what) from exc
 
     # -- what one read of commands becomes --------------------------------------------
 
     def answer(self, commands: Sequence[list[bytes]]) -> bytes:
-        """The RESP replies to ``commands``, in order."""
+        """The RESP replies to ``commands``, in order: all of them by the deadline."""
+        self.deadline = time.monotonic() + self.settings.timeout + _MARGIN / 2
         out: list[bytes] = []
         batch: list[list[bytes]] = []
         i = 0
@@ -281,11 +316,16 @@ class _Link:
             command = commands[i]
             name = command[0].upper() if command else b""
             if name == b"MULTI":
-                end = next(j for j in range(i + 1, len(commands)) if _is(commands[j], b"EXEC"))
                 out += self._pipeline(batch)
                 batch = []
-                out += self._transaction(commands[i + 1 : end])
-                i = end + 1
+                # This transaction and those right after it: each one request, sent
+                # at once (a batch's consistent reads, one transaction per entity).
+                runs: list[tuple[list[list[bytes]], bool]] = []
+                while i < len(commands) and _is(commands[i], b"MULTI"):
+                    end = _transaction_end(commands, i)
+                    runs.append((list(commands[i + 1 : end]), _is(commands[end], b"EXEC")))
+                    i = end + 1
+                out += self._transactions(runs)
                 continue
             local = _local(name, command)
             if local is not None or name in _POLLED:
@@ -344,8 +384,21 @@ class _Link:
             raise _Unavailable(f"a pipeline reply that does not match its {len(run)} commands")
         return [_answer(item) for item in reply]
 
-    def _transaction(self, commands: Sequence[list[bytes]]) -> list[bytes]:
+    def _transactions(self, runs: list[tuple[list[list[bytes]], bool]]) -> list[bytes]:
+        """The replies to consecutive transactions (their commands, and whether they end
+        with EXEC: else DISCARD, which sends nothing)."""
+        if len(runs) == 1:
+            return self._transaction(*runs[0])
+        from concurrent.futures import ThreadPoolExecutor  # only where it is used
+
+        with ThreadPoolExecutor(min(len(runs), _PARALLEL)) as pool:
+            answered = list(pool.map(lambda run: self._transaction(*run), runs))
+        return [reply for replies in answered for reply in replies]
+
+    def _transaction(self, commands: Sequence[list[bytes]], execute: bool = True) -> list[bytes]:
         """MULTI's, each QUEUED and EXEC's replies: one ``/multi-exec`` request."""
+        if not execute:  # MULTI ... DISCARD
+            return [_OK] + [_QUEUED] * len(commands) + [_OK]
         try:
             body = orjson.dumps([_texts(c) for c in commands])
             self._fits(body, [b"MULTI"])
@@ -402,6 +455,8 @@ class _Link:
             if _closed_within(self._sock, pause):
                 raise _Gone
             delay = min(delay * 2, self.settings.poll_cap)
+            # The wait is the caller's; each poll is a request with a timeout of its own.
+            self.deadline = max(self.deadline, time.monotonic() + self.settings.timeout)
 
 
 def _size(texts: list[list[str]]) -> int:
@@ -429,14 +484,29 @@ def _local(name: bytes, command: Sequence[bytes]) -> bytes | None:
 
 
 def _closed_within(sock: socket.socket, seconds: float) -> bool:
-    """Wait up to ``seconds``; True if the client end closed meanwhile."""
-    readable, _, _ = select.select([sock], [], [], max(seconds, 0.0))
-    if not readable:
-        return False
+    """Wait up to ``seconds``; True if the client end closed meanwhile. (A selector,
+    not select(): that refuses descriptors past 1023, which a busy process has.)"""
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_READ)
+        if not selector.select(max(seconds, 0.0)):
+            return False
     try:
         return sock.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
+
+
+def _scrubbed(text: str, settings: RestSettings) -> str:
+    """``text`` without the token (an httpx error may quote the header)."""
+    return text.replace(settings.token, "***")
+
+
+def _transaction_end(commands: Sequence[list[bytes]], start: int) -> int:
+    """The index of the EXEC or DISCARD that ends the transaction at ``start``."""
+    for j in range(start + 1, len(commands)):
+        if _is(commands[j], b"EXEC") or _is(commands[j], b"DISCARD"):
+            return j
+    raise ValueError("a MULTI without EXEC")  # _serve answers those before
 
 
 class _Unavailable(Exception):
@@ -457,38 +527,41 @@ class _Gone(Exception):
 
 def _serve(sock: socket.socket, settings: RestSettings) -> None:
     """The bridge thread: commands in, replies out, until either end fails."""
-    link = _Link(settings, sock)
+    link: _Link | None = None
     buffer = bytearray()
     try:
+        link = _Link(settings, sock)
         while True:
-            data = sock.recv(1 << 16)
-            if not data:
+            if not buffer and not _read(sock, buffer, block=True):
                 return
-            buffer += data
-            # What is already there too: a pipeline's chunks become one request.
-            while select.select([sock], [], [], 0)[0]:
-                more = sock.recv(1 << 16)
-                if not more:
-                    return
-                buffer += more
+            if not _read(sock, buffer, block=False):  # a pipeline's chunks: one request
+                return
             commands = take_commands(buffer)
-            while _open_transaction(commands):  # MULTI sent, EXEC not yet
-                more = sock.recv(1 << 16)
-                if not more:
+            waited = time.monotonic() + settings.timeout
+            while _open_transaction(commands) and time.monotonic() < waited:
+                # MULTI sent, EXEC not yet: the rest of the pipeline is on its way.
+                if _closed_within(sock, waited - time.monotonic()):
                     return
-                buffer += more
+                if not _read(sock, buffer, block=False):
+                    return
                 commands += take_commands(buffer)
             if not commands:
                 continue
-            try:
-                replies = link.answer(commands)
-            except _Denied as denied:
-                message = (
-                    f"WRONGPASS the REST API refused the token ({denied}); check "
-                    f"token= or UPSTASH_REDIS_REST_TOKEN"
-                )
-                replies = _error(message) * len(commands)  # one reply each
-            sock.sendall(replies)
+            if _open_transaction(commands):  # a MULTI alone: not waited for longer
+                replies = _error(
+                    "ERR a transaction over a REST API is sent whole (MULTI ... EXEC in "
+                    "one pipeline)"
+                ) * len(commands)
+            else:
+                try:
+                    replies = link.answer(commands)
+                except _Denied as denied:
+                    message = (
+                        f"WRONGPASS the REST API refused the token ({denied}); check "
+                        f"token= or UPSTASH_REDIS_REST_TOKEN"
+                    )
+                    replies = _error(message) * len(commands)  # one reply each
+            _write(sock, replies, buffer)
     except _Gone:
         return
     except _Unavailable as exc:
@@ -499,20 +572,72 @@ def _serve(sock: socket.socket, settings: RestSettings) -> None:
             exc,
             extra={"redistate_event": "rest_unavailable"},
         )
-    except (OSError, ValueError) as exc:
-        logger.debug("redistate: REST bridge ended: %s", exc)
+    except Exception as exc:  # the thread must close its socket, whatever happened
+        logger.warning(
+            "redistate: the REST bridge to %s ended: %s",
+            settings.url,
+            _scrubbed(f"{type(exc).__name__}: {exc}", settings),
+        )
     finally:
-        link.close()
+        if link is not None:
+            link.close()
         try:
             sock.close()
         except OSError:
             pass
 
 
+def _read(sock: socket.socket, buffer: bytearray, block: bool) -> bool:
+    """Read into ``buffer``: one read, waiting for it (``block``), or all that is there
+    now. False if the client end closed."""
+    sock.setblocking(block)
+    try:
+        while True:
+            data = sock.recv(1 << 16)
+            if not data:
+                return False
+            buffer += data
+            if block:
+                return True
+    except BlockingIOError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+def _write(sock: socket.socket, data: bytes, buffer: bytearray) -> None:
+    """Send ``data``, reading what the client sends meanwhile into ``buffer``: a client
+    still writing a large pipeline reads nothing until it is done, so a bridge that
+    only wrote would wait for it while it waits for the bridge."""
+    view = memoryview(data)
+    sock.setblocking(False)
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+            while view:
+                for _, events in selector.select():
+                    if events & selectors.EVENT_READ:
+                        try:
+                            more = sock.recv(1 << 16)
+                        except BlockingIOError:
+                            more = None
+                        if more == b"":
+                            raise _Gone
+                        if more:
+                            buffer += more
+                    if events & selectors.EVENT_WRITE:
+                        try:
+                            view = view[sock.send(view[: 1 << 16]) :]
+                        except BlockingIOError:
+                            pass
+    finally:
+        sock.setblocking(True)
+
+
 def _open_transaction(commands: list[list[bytes]]) -> bool:
-    """Whether the last MULTI in ``commands`` has no EXEC after it yet."""
+    """Whether the last MULTI in ``commands`` has no EXEC or DISCARD after it yet."""
     for command in reversed(commands):
-        if _is(command, b"EXEC"):
+        if _is(command, b"EXEC") or _is(command, b"DISCARD"):
             return False
         if _is(command, b"MULTI"):
             return True

@@ -52,11 +52,13 @@ class Target:
 def _shown(url: str) -> str:
     """``url`` for an error message: a password in it is masked."""
     scheme, sep, rest = url.partition("://")
-    netloc, slash, path = rest.partition("/")
-    userinfo, at, hosts = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
-    return f"{scheme}{sep}{netloc}{slash}{path}"
+    # The last "@" ends the userinfo: a password (a REST token) may hold "/" and "@".
+    userinfo, at, after = rest.rpartition("@")
+    if not at:
+        return url
+    if ":" in userinfo:
+        return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{after}"
+    return f"{scheme}{sep}***@{after}"  # a lone name: a token given in the wrong place
 
 
 def shown_url(url: str | bytes) -> str:
@@ -99,22 +101,42 @@ def parse_url(url: object) -> Target:
 
 def _rest(url: str, scheme: str, rest: str, tls: bool) -> Target:
     """``upstash+https://[:token@]host[:port]``: ``url`` becomes the API's https:// URL,
-    a token in it ``password``."""
-    location, _, query = rest.partition("?")
-    if query:
-        raise ValueError(
-            f"url {url!r}: options in a {scheme}:// URL are not read; pass them to from_url"
-        )
-    netloc, _, path = location.partition("/")
-    if path.strip("/"):
-        raise ValueError(f"url {url!r}: a REST API has one database; drop the path {'/' + path!r}")
-    userinfo, at, host = netloc.rpartition("@")
+    a token in it ``password``. Nothing after the host is echoed: a token may hold
+    "/" and "@"."""
+    authority, at, after = rest.rpartition("@")
     if not at:
-        host, userinfo = netloc, ""
-    _host_port(host if ":" in host.lstrip("[") else host + ":443", url)  # refuses a bad one
-    token = unquote(userinfo.partition(":")[2]) or None
-    base = f"{'https' if tls else 'http'}://{host}"
-    return Target("rest", base, hosts=(), password=token, tls=tls)
+        authority, after = "", rest
+    host, _, tail = after.partition("/")
+    host = host.partition("?")[0].partition("#")[0]
+    if tail.strip("/") or "?" in after or "#" in after:
+        raise ValueError(
+            f"a {scheme}:// URL names a host and nothing more: a REST API has one database "
+            f"and takes no options in its URL (pass them to from_url)"
+        )
+    if authority and ":" not in authority:
+        raise ValueError(
+            f"the token in a {scheme}:// URL goes after a colon (:<token>@host), or in token="
+        )
+    name, _ = _host_port(host if ":" in host.lstrip("[").rpartition("]")[2] else host + ":443", url)
+    if not tls and not _local_host(name):
+        raise ValueError(
+            f"upstash+http:// sends the token unencrypted: only to a local REST server "
+            f"(loopback, a private address or a one-label name), not to {name!r}; use "
+            f"upstash+https://"
+        )
+    token = unquote(authority.partition(":")[2]) or None
+    return Target("rest", f"{'https' if tls else 'http'}://{host}", password=token, tls=tls)
+
+
+def _local_host(name: str) -> bool:
+    """Loopback, a private address, or a one-label name (a container's, "localhost")."""
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return "." not in name
+    return address.is_loopback or address.is_private
 
 
 def _parse(url: str) -> Target:

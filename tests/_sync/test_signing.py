@@ -22,6 +22,9 @@ Entries = list[tuple[bytes, dict[bytes, bytes]]]
 SIGNED = pytest.mark.parametrize("signed", [False, True], ids=["unkeyed", "signed"])
 
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
+
 def make(
     backend: Backend, namespace: str, signing: SigningKeys | None, encrypted: bool = True
 ) -> Store:
