@@ -303,7 +303,11 @@ class Lease(WithGuard):
     def _try_acquire(self) -> LockAcquireReply:
         args = LockAcquireArgs(self.token, self.ttl_ms).argv()
         replicas = self._conn.replicas(None)
-        return self._conn.script(_ACQUIRE, self._keys, args, self._budget, replicas)
+        # Annotated: the reply's Any-typed reads make mypy's overload choice Any.
+        reply: LockAcquireReply = self._conn.script(
+            _ACQUIRE, self._keys, args, self._budget, replicas
+        )
+        return reply
 
     def _try_reading(
         self, reads: Sequence[tuple[Any, ...]], read: list[list[Any] | None]
@@ -313,7 +317,9 @@ class Lease(WithGuard):
         finds the lease its own)."""
         keys, specs = reading_args(reads)
         args = (*LockAcquireArgs(self.token, self.ttl_ms).argv(), *specs)
-        reply = self._conn.script(_ACQUIRE_READING, (*self._keys, *keys), args, self._budget)
+        reply: LockAcquireReply = self._conn.script(
+            _ACQUIRE_READING, (*self._keys, *keys), args, self._budget
+        )
         if reply.acquired:
             read[0] = reply.reads
         return reply

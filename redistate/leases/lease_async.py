@@ -302,7 +302,11 @@ class AsyncLease(AsyncWithGuard):
     async def _try_acquire(self) -> LockAcquireReply:
         args = LockAcquireArgs(self.token, self.ttl_ms).argv()
         replicas = self._conn.replicas(None)
-        return await self._conn.script(_ACQUIRE, self._keys, args, self._budget, replicas)
+        # Annotated: the reply's Any-typed reads make mypy's overload choice Any.
+        reply: LockAcquireReply = await self._conn.script(
+            _ACQUIRE, self._keys, args, self._budget, replicas
+        )
+        return reply
 
     async def _try_reading(
         self, reads: Sequence[tuple[Any, ...]], read: list[list[Any] | None]
@@ -312,7 +316,9 @@ class AsyncLease(AsyncWithGuard):
         finds the lease its own)."""
         keys, specs = reading_args(reads)
         args = (*LockAcquireArgs(self.token, self.ttl_ms).argv(), *specs)
-        reply = await self._conn.script(_ACQUIRE_READING, (*self._keys, *keys), args, self._budget)
+        reply: LockAcquireReply = await self._conn.script(
+            _ACQUIRE_READING, (*self._keys, *keys), args, self._budget
+        )
         if reply.acquired:
             read[0] = reply.reads
         return reply

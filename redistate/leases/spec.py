@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from ..core._ttl import check_ttl
@@ -55,8 +54,7 @@ DRIFT_FIXED: Final = 0.002
 # -- script arguments and replies (see each script's header in redistate/lua) ---------
 
 
-@dataclass(frozen=True, slots=True)
-class LockAcquireArgs:
+class LockAcquireArgs(NamedTuple):
     """ARGV of lock_acquire."""
 
     token: str  # 128 random bits, hex
@@ -66,8 +64,7 @@ class LockAcquireArgs:
         return (self.token, self.ttl_ms)
 
 
-@dataclass(frozen=True, slots=True)
-class LockAcquireReply:
+class LockAcquireReply(NamedTuple):
     """A lock_acquire reply: ``acquired`` (or already held with this token) with its
     ``fence`` and ``ttl_ms`` left; else held by another for ``remaining_ms`` (-1: the
     lock key has no expiry)."""
@@ -111,8 +108,7 @@ def reading_args(reads: Sequence[tuple[Any, ...]]) -> tuple[tuple[str, ...], tup
     return tuple(keys), tuple(specs)
 
 
-@dataclass(frozen=True, slots=True)
-class LockExtendArgs:
+class LockExtendArgs(NamedTuple):
     """ARGV of lock_extend."""
 
     value: str  # the lease's "<token>,<fence>"
@@ -122,8 +118,7 @@ class LockExtendArgs:
         return (self.value, self.ttl_ms)
 
 
-@dataclass(frozen=True, slots=True)
-class LockExtendReply:
+class LockExtendReply(NamedTuple):
     """A lock_extend reply: False when the lease is not held any more."""
 
     extended: bool
@@ -137,8 +132,7 @@ class LockExtendReply:
         return self.extended
 
 
-@dataclass(frozen=True, slots=True)
-class LockReleaseArgs:
+class LockReleaseArgs(NamedTuple):
     """ARGV of lock_release."""
 
     value: str  # the lease's "<token>,<fence>"
@@ -148,8 +142,7 @@ class LockReleaseArgs:
         return (self.value, self.memory_ms)
 
 
-@dataclass(frozen=True, slots=True)
-class LockReleaseReply:
+class LockReleaseReply(NamedTuple):
     """A lock_release reply: released (now or by an earlier send), or not held."""
 
     released: bool
@@ -163,8 +156,7 @@ class LockReleaseReply:
         return self.released
 
 
-@dataclass(frozen=True, slots=True)
-class LockAbandonArgs:
+class LockAbandonArgs(NamedTuple):
     """ARGV of lock_abandon."""
 
     token: str  # the token of the abandoned acquire
@@ -173,8 +165,7 @@ class LockAbandonArgs:
         return (self.token,)
 
 
-@dataclass(frozen=True, slots=True)
-class LockAbandonReply:
+class LockAbandonReply(NamedTuple):
     """A lock_abandon reply: whether this token held the lock (and released it)."""
 
     released: bool

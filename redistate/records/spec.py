@@ -157,8 +157,7 @@ def _flag(value: bool) -> int:
     return 1 if value else 0
 
 
-@dataclass(frozen=True, slots=True)
-class RecordPutArgs:
+class RecordPutArgs(NamedTuple):
     """ARGV of record_put. ``expected``: None = any version, 0 = only if absent."""
 
     expected: int | None
@@ -184,8 +183,7 @@ class PutStatus(Enum):
     REPLACED = 3  # a resend of a write applied earlier and replaced since: nothing changed
 
 
-@dataclass(frozen=True, slots=True)
-class RecordPutReply:
+class RecordPutReply(NamedTuple):
     """A record_put reply. ``version``: the write's (the current one on a conflict, 0
     if absent); ``expires_ms``: the stored expiry (a REPLACED write: the current
     record's, 0 if none); ``updated_ms``: 0 unless WRITTEN or RESENT."""
@@ -220,8 +218,7 @@ class RecordPutReply:
         return self.status not in (PutStatus.RESENT, PutStatus.REPLACED)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMergeArgs:
+class RecordMergeArgs(NamedTuple):
     """ARGV of record_merge."""
 
     patch: bytes  # one frame, "<length>:<encoded patch>"
@@ -257,8 +254,7 @@ class MergeStatus(Enum):
     BRIEF = 5  # appended; the reply holds the header fields, not the value
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMergeReply:
+class RecordMergeReply(NamedTuple):
     """A record_merge reply. ``value``: the stored value after the merge (APPENDED), or
     the current one (RESENT; None when the record is gone); ``version``: the resent
     merge's; ``size``: the payload bytes the merge would have grown to (REFUSED; 0: the
@@ -294,8 +290,7 @@ class RecordMergeReply:
         return self.status is not MergeStatus.RESENT
 
 
-@dataclass(frozen=True, slots=True)
-class RecordDeleteArgs:
+class RecordDeleteArgs(NamedTuple):
     """ARGV of record_delete. ``expected``: None = any version."""
 
     expected: int | None
@@ -308,8 +303,7 @@ class RecordDeleteArgs:
         return (expected, self.lease, self.write_id, self.memory_ms)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordDeleteReply:
+class RecordDeleteReply(NamedTuple):
     """A record_delete reply. ``version``: the deleted one (0 for a resend of a delete
     already made), or when not deleted the current one (0: absent)."""
 
@@ -331,8 +325,7 @@ class RecordDeleteReply:
         return not (self.deleted and self.version == 0)  # {2, 0}: a resend
 
 
-@dataclass(frozen=True, slots=True)
-class RecordTouchArgs:
+class RecordTouchArgs(NamedTuple):
     """ARGV of record_touch."""
 
     ttl_ms: int
@@ -343,8 +336,7 @@ class RecordTouchArgs:
         return (self.ttl_ms, _flag(self.with_value), self.lease)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordTouchReply:
+class RecordTouchReply(NamedTuple):
     """A record_touch reply: ``found`` False when there is no such record; ``value``
     the one read before the touch (its header's expiry is the old one: take
     ``expires_ms``), None unless asked for."""
@@ -364,8 +356,7 @@ class RecordTouchReply:
         return self.found
 
 
-@dataclass(frozen=True, slots=True)
-class RecordCompactArgs:
+class RecordCompactArgs(NamedTuple):
     """ARGV of record_compact."""
 
     tail: bytes  # the header tail of the value that was read
@@ -378,8 +369,7 @@ class RecordCompactArgs:
         return (self.tail, self.length, self.payload, self.new_tail, self.memory_ms)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordCompactReply:
+class RecordCompactReply(NamedTuple):
     """A record_compact reply: False when the record changed since it was read."""
 
     rewritten: bool
