@@ -24,7 +24,6 @@ from .core.limits import check_compress_above, check_keep, check_max_bytes
 from .core.migrations import Migrations
 from .core.retry import RetryPolicy, check_timeout
 from .core.server import ServerCheck, ServerFacts
-from .core.signing import SigningKeys
 from .core.urls import shown_url
 from .records.collection import Collection, Users
 from .records.spec import RecordSpec
@@ -40,11 +39,20 @@ if TYPE_CHECKING:  # imported where used: a store that never locks never loads l
     from .admin.admin import Admin
     from .batch import Batch
     from .checkpoints.tasks import Checkpoints
+    from .core.signing import SigningKeys
     from .events.stream import Events
     from .leases.lease import Lease
     from .steps.runner import TaskRun
 
 __all__ = ["Store"]
+
+
+def _signing_keys(value: object) -> bool:
+    """Whether ``value`` is SigningKeys (its module loads only for a store given some)."""
+    from .core.signing import SigningKeys
+
+    return isinstance(value, SigningKeys)
+
 
 MIB = 1024 * 1024
 
@@ -122,7 +130,7 @@ class Store(WithGuard):
                 f"codec must have encode(value, context) and decode(data, context), "
                 f"got {type(codec).__name__}: {codec!r:.80}"
             )
-        if signing is not None and not isinstance(signing, SigningKeys):
+        if signing is not None and not _signing_keys(signing):
             raise TypeError(f"signing must be SigningKeys or None, got {type(signing).__name__}")
         self.signing = signing
         """The HMAC keys that seal what the store writes, or None."""

@@ -23,7 +23,6 @@ from .core.limits import check_compress_above, check_keep, check_max_bytes
 from .core.migrations import Migrations
 from .core.retry import RetryPolicy, check_timeout
 from .core.server import ServerCheck, ServerFacts
-from .core.signing import SigningKeys
 from .core.urls import shown_url
 from .records.collection_async import AsyncCollection, AsyncUsers
 from .records.spec import RecordSpec
@@ -39,11 +38,20 @@ if TYPE_CHECKING:  # imported where used: a store that never locks never loads l
     from .admin.admin_async import AsyncAdmin
     from .batch_async import AsyncBatch
     from .checkpoints.tasks_async import AsyncCheckpoints
+    from .core.signing import SigningKeys
     from .events.stream_async import AsyncEvents
     from .leases.lease_async import AsyncLease
     from .steps.runner_async import AsyncTaskRun
 
 __all__ = ["AsyncStore"]
+
+
+def _signing_keys(value: object) -> bool:
+    """Whether ``value`` is SigningKeys (its module loads only for a store given some)."""
+    from .core.signing import SigningKeys
+
+    return isinstance(value, SigningKeys)
+
 
 MIB = 1024 * 1024
 
@@ -121,7 +129,7 @@ class AsyncStore(AsyncWithGuard):
                 f"codec must have encode(value, context) and decode(data, context), "
                 f"got {type(codec).__name__}: {codec!r:.80}"
             )
-        if signing is not None and not isinstance(signing, SigningKeys):
+        if signing is not None and not _signing_keys(signing):
             raise TypeError(f"signing must be SigningKeys or None, got {type(signing).__name__}")
         self.signing = signing
         """The HMAC keys that seal what the store writes, or None."""

@@ -55,7 +55,6 @@ from .server import (
     judge,
     parse_facts,
 )
-from .tls_probe import certificate_alert, probe_target
 
 __all__ = ["Connection"]
 
@@ -453,6 +452,8 @@ class Connection:
         """The error behind a TLS connection dropped on first contact, or None: a server
         refusing the client certificate often resets the connection before its alert is
         read (see tls_probe). Probed once per store, off the event loop."""
+        from .tls_probe import certificate_alert, probe_target  # only on a failure
+
         target = probe_target(self.client)
         if self._probed or target is None or not isinstance(first, rex.ConnectionError):
             return None

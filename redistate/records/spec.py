@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..core._ttl import MAX_TTL_SECONDS, check_ttl
 from ..core.codec import Codec
@@ -23,10 +23,12 @@ from ..core.errors import ConflictError, IntegrityError, SchemaError, StateTooLa
 from ..core.keys import KeySpace
 from ..core.limits import check_max_bytes
 from ..core.migrations import Migrations
-from ..core.signing import SigningKeys
 from ..leases.spec import guard_args
 from .mergelog import compact_by_chance, fold, frames, should_compact
 from .mergelog import frame as patch_frame
+
+if TYPE_CHECKING:  # a store without signing keys never loads the module
+    from ..core.signing import SigningKeys
 
 __all__ = [
     "DEFAULT",
