@@ -459,10 +459,6 @@ class _Link:
             self.deadline = max(self.deadline, time.monotonic() + self.settings.timeout)
 
 
-def _size(texts: list[list[str]]) -> int:
-    return len(orjson.dumps(texts))
-
-
 def _is(command: Sequence[bytes], name: bytes) -> bool:
     return bool(command) and command[0].upper() == name
 
@@ -711,7 +707,19 @@ def _kwargs(settings: RestSettings, kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-class RestConnection(PlainConnection):
+class _Named:
+    """How a bridged connection names itself in redis-py's messages: by its URL."""
+
+    rest: RestSettings
+
+    def repr_pieces(self) -> list[tuple[str, Any]]:
+        return [("url", self.rest.url)]
+
+    def _host_error(self) -> str:
+        return self.rest.url
+
+
+class RestConnection(_Named, PlainConnection):
     """A redis-py connection whose socket is a bridge to a REST API."""
 
     def __init__(self, *, rest: RestSettings, **kwargs: Any) -> None:
@@ -724,14 +732,8 @@ class RestConnection(PlainConnection):
         sock.settimeout(self.socket_timeout)
         return sock
 
-    def repr_pieces(self) -> list[tuple[str, Any]]:
-        return [("url", self.rest.url)]
 
-    def _host_error(self) -> str:
-        return self.rest.url
-
-
-class AsyncRestConnection(AsyncPlainConnection):
+class AsyncRestConnection(_Named, AsyncPlainConnection):
     """The async twin of :class:`RestConnection` (its bridge is the same thread)."""
 
     def __init__(self, *, rest: RestSettings, **kwargs: Any) -> None:
@@ -744,9 +746,3 @@ class AsyncRestConnection(AsyncPlainConnection):
         sock = bridged(self.rest)
         sock.setblocking(False)
         self._reader, self._writer = await asyncio.open_connection(sock=sock)
-
-    def repr_pieces(self) -> list[tuple[str, Any]]:
-        return [("url", self.rest.url)]
-
-    def _host_error(self) -> str:
-        return self.rest.url
