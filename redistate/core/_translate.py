@@ -50,22 +50,22 @@ def describe(client: Any) -> str:
 # An ACL denial, as Redis 7 and Valkey word it outside and inside scripts ("NOPERM" is
 # stripped by redis-py); Redis 7.0 names no command inside a script, hence the check
 # every script starts with (scripts.py), which names it.
-_DENIED: Final = re.compile(
-    r"no permissions to|can't run this command|can't access at least one of the keys"
-    r"|^ACL failure in script",
-    re.IGNORECASE,
+# Patterns are strings, compiled (and cached) by re when an error first needs one.
+_DENIED: Final = (
+    r"(?i)no permissions to|can't run this command|can't access at least one of the keys"
+    r"|^ACL failure in script"
 )
-_DENIED_COMMAND: Final = re.compile(r"permissions to run the '([^']+)' command")
-_PIPELINE_COMMAND: Final = re.compile(r"^Command # \d+ \((\S+)")
+_DENIED_COMMAND: Final = r"permissions to run the '([^']+)' command"
+_PIPELINE_COMMAND: Final = r"^Command # \d+ \((\S+)"
 # Redis 7.0 names the line of a call it refused inside a script, not its command.
-_SCRIPT_LINE: Final = re.compile(r"script: (\w+), on @user_(function|script):(\d+)")
-_LUA_CALL: Final = re.compile(r"redis\.p?call\(\s*['\"](\w+)['\"]")
+_SCRIPT_LINE: Final = r"script: (\w+), on @user_(function|script):(\d+)"
+_LUA_CALL: Final = r"redis\.p?call\(\s*['\"](\w+)['\"]"
 
 
 def _script_command(text: str) -> str | None:
     """The command on the line of redistate's script or library that a refusal inside
     a script names (each line calls at most one: tests/unit/test_scripts.py), or None."""
-    found = _SCRIPT_LINE.search(text)
+    found = re.search(_SCRIPT_LINE, text)
     if found is None:
         return None
     from . import scripts  # the scripts module reads its Lua only when first asked
@@ -83,7 +83,7 @@ def _script_command(text: str) -> str | None:
     lines = source.split("\n")
     if not 0 < line <= len(lines):
         return None
-    called = {c.lower() for c in _LUA_CALL.findall(lines[line - 1].split("--")[0])}
+    called = {c.lower() for c in re.findall(_LUA_CALL, lines[line - 1].split("--")[0])}
     return called.pop() if len(called) == 1 else None
 
 
@@ -99,11 +99,11 @@ def _denied(exc: BaseException, address: str, command: str) -> PermissionDenied 
             f"namespace needs",
         )
     if not isinstance(exc, rex.NoPermissionError) and not (
-        isinstance(exc, rex.ResponseError) and _DENIED.search(text)
+        isinstance(exc, rex.ResponseError) and re.search(_DENIED, text)
     ):
         return None
-    named = _DENIED_COMMAND.search(text)
-    queued = _PIPELINE_COMMAND.match(text)
+    named = re.search(_DENIED_COMMAND, text)
+    queued = re.match(_PIPELINE_COMMAND, text)
     if named:
         command = named.group(1)
     elif queued:

@@ -21,11 +21,10 @@ import hashlib
 import re
 from collections.abc import Callable
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Generic, NamedTuple, Protocol, TypeVar
 
-from . import telemetry
+from . import _lua_index, telemetry
 
 __all__ = [
     "CLIENT_COMMANDS",
@@ -212,51 +211,63 @@ CLIENT_COMMANDS: Final[dict[str, str]] = {
 }
 
 # Lua comments, then the command names of redis.call('NAME', ...) / redis.pcall.
-_LUA_COMMENT: Final = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.S)
-_LUA_CALL: Final = re.compile(r"redis\.p?call\(\s*(['\"])([A-Za-z]+)\1")
-_LUA_ANY_CALL: Final = re.compile(r"redis\.p?call\(")
+# Patterns are strings, compiled (and cached) by re on first use: compiling them at
+# import would cost every cold start, and most serve only the library and ACL checks.
+_LUA_COMMENT: Final = r"(?s)--\[\[.*?\]\]|--[^\n]*"
+_LUA_CALL: Final = r"redis\.p?call\(\s*(['\"])([A-Za-z]+)\1"
+_LUA_ANY_CALL: Final = r"redis\.p?call\("
 
 
-@cache
-def _files() -> dict[str, Any]:
-    """Every Lua file of the package by name: each concept folder's ``lua/`` holds its
-    own scripts (names are unique across folders)."""
-    found: dict[str, Any] = {}
-    root = resources.files("redistate")
-    if isinstance(root, Path):  # installed as files: one glob, not a walk of the tree
-        for path in sorted(root.glob("*/lua/*.lua")) + sorted(root.glob("*/*/lua/*.lua")):
-            if path.stem in found:
-                raise RuntimeError(f"two Lua scripts called {path.stem!r}")
-            found[path.stem] = path
-        return found
-    todo = [root]
+def _root() -> Any:
+    """The package's folder. Installed as files (the usual case), a plain path: reading
+    through importlib.resources would cost a cold start ~1 ms of imports."""
+    here = Path(__file__).parent.parent
+    if here.is_dir():
+        return here
+    from importlib import resources  # a zip: only importlib.resources can read it
+
+    return resources.files("redistate")
+
+
+def _files() -> dict[str, str]:
+    """Every Lua file of the package by name: its path under the package, from the
+    generated index (``_lua_index.py``), so no call walks the package tree."""
+    return _lua_index.FILES
+
+
+def scan() -> dict[str, str]:
+    """Every Lua file of the package by name, as found in the package: each concept
+    folder's ``lua/`` holds its own scripts (names are unique across folders). What
+    ``scripts/lua_index.py`` writes into the index."""
+    found: dict[str, str] = {}
+    todo: list[tuple[Any, str]] = [(_root(), "")]
     while todo:
-        folder = todo.pop()
+        folder, under = todo.pop()
         for item in folder.iterdir():
             if item.is_dir():
                 if item.name != "__pycache__":
-                    todo.append(item)
+                    todo.append((item, f"{under}{item.name}/"))
             elif item.name.endswith(".lua") and folder.name == "lua":
                 name = item.name.removesuffix(".lua")
                 if name in found:
                     raise RuntimeError(f"two Lua scripts called {name!r}")
-                found[name] = item
-    return found
+                found[name] = under + item.name
+    return dict(sorted(found.items()))
 
 
 @cache
 def _read(name: str) -> str:
-    return str(_files()[name].read_text("utf-8"))
+    return str(_root().joinpath(*_files()[name].split("/")).read_text("utf-8"))
 
 
 @cache
 def _code(name: str) -> str:
     """A Lua file without its comments."""
-    return _LUA_COMMENT.sub("", _read(name))
+    return re.sub(_LUA_COMMENT, "", _read(name))
 
 
-_LUA_FUNCTION: Final = re.compile(r"^local function (rs_\w+)\(", re.M)
-_LUA_FUNCTION_CALL: Final = re.compile(r"\b(rs_\w+)\(")
+_LUA_FUNCTION: Final = r"(?m)^local function (rs_\w+)\("
+_LUA_FUNCTION_CALL: Final = r"\b(rs_\w+)\("
 
 
 @cache
@@ -266,12 +277,14 @@ def _libraries() -> dict[str, tuple[str, ...]]:
     script needs no entry anywhere."""
     files = _files()
     defined = {
-        lib: frozenset(_LUA_FUNCTION.findall(_read(lib))) for lib in sorted(files) if lib[0] == "_"
+        lib: frozenset(re.findall(_LUA_FUNCTION, _read(lib)))
+        for lib in sorted(files)
+        if lib[0] == "_"
     }
 
     def needs(name: str, seen: tuple[str, ...]) -> tuple[str, ...]:
         # Library functions are all rs_*: one scan finds every one this file calls.
-        called = frozenset(_LUA_FUNCTION_CALL.findall(_code(name)))
+        called = frozenset(re.findall(_LUA_FUNCTION_CALL, _code(name)))
         out: list[str] = []
         for lib, functions in defined.items():
             if lib != name and lib not in seen and functions & called:
@@ -284,9 +297,9 @@ def _libraries() -> dict[str, tuple[str, ...]]:
 def _calls(text: str) -> frozenset[str]:
     """The commands a Lua file calls. Every call must name its command as a literal:
     one built at run time would escape the ACL check and the documented list."""
-    code = _LUA_COMMENT.sub("", text)
-    found = [m.group(2).lower() for m in _LUA_CALL.finditer(code)]
-    if len(found) != len(_LUA_ANY_CALL.findall(code)):
+    code = re.sub(_LUA_COMMENT, "", text)
+    found = [m.group(2).lower() for m in re.finditer(_LUA_CALL, code)]
+    if len(found) != len(re.findall(_LUA_ANY_CALL, code)):
         raise ValueError("a redis.call whose command is not a string literal")
     return frozenset(found)
 
@@ -301,7 +314,7 @@ def lua_commands(name: str) -> frozenset[str]:
     if name not in libraries:
         raise KeyError(f"no Lua script named {name!r}")
     bodies = _library_functions()
-    todo = set(_LUA_NAME.findall(_code(name))) & bodies.keys()
+    todo = set(re.findall(_LUA_NAME, _code(name))) & bodies.keys()
     reached: set[str] = set()
     while todo:
         function = todo.pop()
@@ -310,10 +323,10 @@ def lua_commands(name: str) -> frozenset[str]:
     return _file_calls(name).union(*(bodies[f][0] for f in reached))
 
 
-_LUA_DEFINITION: Final = re.compile(r"^local function (\w+)\(", re.M)
-_LUA_NAME: Final = re.compile(r"\b([A-Za-z_]\w*)\b")
+_LUA_DEFINITION: Final = r"(?m)^local function (\w+)\("
+_LUA_NAME: Final = r"\b([A-Za-z_]\w*)\b"
 # Top-level code a library may hold besides "local function" definitions: constants.
-_LUA_OTHER_FUNCTION: Final = re.compile(r"^(?:local +)?[\w.]+ *= *function\b|^function\b", re.M)
+_LUA_OTHER_FUNCTION: Final = r"(?m)^(?:local +)?[\w.]+ *= *function\b|^function\b"
 
 
 @cache
@@ -326,18 +339,18 @@ def _library_functions() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
         if lib[0] != "_":
             continue
         code = _code(lib)
-        if _LUA_OTHER_FUNCTION.search(code):
+        if re.search(_LUA_OTHER_FUNCTION, code):
             raise ValueError(f"{lib}: define library functions as 'local function name('")
-        starts = [m.start() for m in _LUA_DEFINITION.finditer(code)]
+        starts = [m.start() for m in re.finditer(_LUA_DEFINITION, code)]
         if _calls(code[: starts[0] if starts else len(code)]):
             raise ValueError(f"{lib}: a redis.call outside any function")
         for at, end in zip(starts, [*starts[1:], len(code)], strict=True):
             body = code[at:end]
-            match = _LUA_DEFINITION.match(body)
+            match = re.match(_LUA_DEFINITION, body)
             assert match is not None
             if match.group(1) in out:
                 raise ValueError(f"two library functions called {match.group(1)!r}")
-            names = frozenset(_LUA_NAME.findall(body)) - {match.group(1)}
+            names = frozenset(re.findall(_LUA_NAME, body)) - {match.group(1)}
             out[match.group(1)] = (_calls(body), names)
     return out
 
@@ -370,9 +383,9 @@ _ARGS: Final[dict[str, int]] = {
 }  # fmt: skip
 
 
-_UNCHECKED: Final = re.compile(r"^unchecked +([a-z|]+(?: +[a-z|]+)*) *$", re.M)  # one line
+_UNCHECKED: Final = r"(?m)^unchecked +([a-z|]+(?: +[a-z|]+)*) *$"  # one line
 # A script run in phases (one operation, several calls) checks everything on each call.
-_EVERY_COMMAND: Final = re.compile(r"^acl +every command checked: \S", re.M)
+_EVERY_COMMAND: Final = r"(?m)^acl +every command checked: \S"
 
 
 @cache
@@ -382,9 +395,9 @@ def unchecked(name: str) -> frozenset[str]:
     denial of one stops it with nothing written). tests/lua_flow.py derives the set
     from each script's control flow, and the unit tests hold every header to it."""
     header = _read(name).split("]]", 1)[0]
-    found = _UNCHECKED.search(header)
+    found = re.search(_UNCHECKED, header)
     named = frozenset(found.group(1).split()) if found else frozenset()
-    if named and _EVERY_COMMAND.search(header):
+    if named and re.search(_EVERY_COMMAND, header):
         raise KeyError(f"{name}: both 'unchecked' and 'acl every command checked'")
     unknown = named - lua_commands(name)
     if unknown:
@@ -428,7 +441,7 @@ def script(name: str) -> Script:
     """The script called ``name`` (read on first use: see :class:`Script`). Its
     replies come back as the server sent them (see :meth:`Script.replying`)."""
     if name not in _files() or name[0] == "_":
-        raise KeyError(f"no Lua script named {name!r}")
+        raise KeyError(f"no Lua script named {name!r} (a new file? run scripts/lua_index.py)")
     return Script(name)
 
 
@@ -457,7 +470,7 @@ _READS: Final = frozenset(
         "zlexcount", "zrangebylex", "zrangebyscore", "zrevrangebylex", "zscore",
     }
 )  # fmt: skip
-_FLAGS: Final = re.compile(r"^flags +([\w-]+(?: +[\w-]+)*)$", re.M)
+_FLAGS: Final = r"(?m)^flags +([\w-]+(?: +[\w-]+)*)$"
 _KNOWN_FLAGS: Final = frozenset({"allow-oom"})
 
 
@@ -467,7 +480,7 @@ def flags(name: str) -> tuple[str, ...]:
     that frees memory (a delete, a release): a function without it is refused whole
     over maxmemory, where EVALSHA refused only a first write that adds data."""
     header = _read(name).split("]]", 1)[0]
-    found = _FLAGS.search(header)
+    found = re.search(_FLAGS, header)
     declared = tuple(found.group(1).split()) if found else ()
     unknown = set(declared) - _KNOWN_FLAGS
     if unknown:
@@ -486,6 +499,21 @@ def library() -> tuple[str, str]:
     The name is :func:`library_name`, and each function is named ``<library
     name>_<script>``: a new version loads beside an old one (no REPLACE), and a
     rolling upgrade never calls the other's."""
+    text = library_text()
+    if library_digest(text) != _lua_index.DIGEST:
+        # Only a checkout can get here: a name that does not change with the text
+        # would let a server keep running the old functions under it.
+        raise RuntimeError(
+            "redistate/core/_lua_index.py is stale (the Lua library changed): "
+            "run python scripts/lua_index.py"
+        )
+    lib = library_name()
+    return lib, f"#!lua name={lib}\n" + text.replace("'@@_", f"'{lib}_")
+
+
+@cache
+def library_text() -> str:
+    """The library's source without its name: ``@@`` where the name goes."""
     # KEYS and ARGV: the call's, set first by each function, so that library code
     # reads them as in a script (_graph's helpers do). One call runs at a time.
     body = [
@@ -504,25 +532,23 @@ def library() -> tuple[str, str]:
             + ", callback = function(keys, args)\nKEYS, ARGV = keys, args\n"
             + _acl_prelude(name) + _read(name) + "\nend}\n"
         )  # fmt: skip
-    text = "".join(body + registered)
-    lib = library_name()
-    return lib, f"#!lua name={lib}\n" + text.replace("'@@_", f"'{lib}_")
+    return "".join(body + registered)
 
 
-@cache
+def library_digest(text: str) -> str:
+    """What names a library text: the first 16 hex digits of its SHA-1."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
 def library_name() -> str:
-    """``redistate_<hash>`` of every Lua file of the package and of this module (which
-    assembles the library from them): whatever changes the library changes its name.
-    Cheap, so a process's first FCALL does not assemble the library (only a server
-    that lacks it needs its text)."""
-    digest = hashlib.sha1(resources.files(__package__).joinpath("scripts.py").read_bytes())
-    for name in sorted(_files()):
-        digest.update(f"\0{name}\0".encode())
-        digest.update(_read(name).encode("utf-8"))
-    return f"redistate_{digest.hexdigest()[:16]}"
+    """``redistate_<digest>`` of the library's text (:func:`library_text`), as the
+    generated index records it: whatever changes the library changes its name, and a
+    process's first FCALL reads no Lua file but its script's (only a server that lacks
+    the library needs its text)."""
+    return f"redistate_{_lua_index.DIGEST}"
 
 
-_MEMORY: Final = re.compile(r"^memory +KEYS\[(\d+)\] +ARGV\[(\d+)\]", re.M)
+_MEMORY: Final = r"(?m)^memory +KEYS\[(\d+)\] +ARGV\[(\d+)\]"
 
 
 def _memory(name: str) -> tuple[int, int] | None:
@@ -530,7 +556,7 @@ def _memory(name: str) -> tuple[int, int] | None:
     ``memory KEYS[k] ARGV[a]`` line of its header; None without one. A script that
     parses a memory argument (calls rs_memory) must declare it."""
     header = _read(name).split("]]", 1)[0]
-    found = _MEMORY.search(header)
+    found = re.search(_MEMORY, header)
     if found is None:
         if "rs_memory(" in _code(name):
             raise KeyError(f"{name} calls rs_memory but its header has no 'memory' line")
@@ -538,7 +564,7 @@ def _memory(name: str) -> tuple[int, int] | None:
     return int(found.group(1)) - 1, int(found.group(2)) - 1
 
 
-_RESENT: Final = re.compile(r"^resent +(never|-?\d+(?: +-?\d+)*)$", re.M)
+_RESENT: Final = r"(?m)^resent +(never|-?\d+(?: +-?\d+)*)$"
 
 
 def _resent(name: str) -> frozenset[int]:
@@ -547,9 +573,9 @@ def _resent(name: str) -> frozenset[int]:
     remembers). A script with a ``memory`` line must have one: a resend it recognises
     and does not say would go uncounted."""
     header = _read(name).split("]]", 1)[0]
-    found = _RESENT.search(header)
+    found = re.search(_RESENT, header)
     if found is None:
-        if _MEMORY.search(header):
+        if re.search(_MEMORY, header):
             raise KeyError(f"{name} has a 'memory' line but no 'resent' line")
         return frozenset()
     if found.group(1) == "never":

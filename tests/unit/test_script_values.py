@@ -62,7 +62,7 @@ from redistate.checkpoints.spec import (
     LogStatus,
     SaveStatus,
 )
-from redistate.core.scripts import Parsed, _files, script
+from redistate.core.scripts import Parsed, _files, _read, script
 from redistate.events import stream_async as async_events
 from redistate.events.spec import (
     AppendStatus,
@@ -109,7 +109,7 @@ _ARGV_LINE = re.compile(r"^ARGV\[(\d+)\]\s+(.*)$", re.M)
 
 def header_argv(name: str) -> dict[int, str]:
     """ARGV index -> the first line of its description, from the script's header."""
-    text = _files()[name].read_text("utf-8")
+    text = _read(name)
     header = text[: text.index("]]")]
     return {int(n): line for n, line in _ARGV_LINE.findall(header)}
 
@@ -302,7 +302,7 @@ def test_every_script_operation_has_an_argument_case() -> None:
 
 
 def header(name: str) -> str:
-    text = _files()[name].read_text("utf-8")
+    text = _read(name)
     return str(text[: text.index("]]")])
 
 

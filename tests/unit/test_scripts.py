@@ -303,20 +303,22 @@ def test_the_library_is_named_by_a_hash_of_what_makes_it_and_registers_every_scr
     assert re.fullmatch(r"redistate_[0-9a-f]{16}", name)
     first, _ = source.split("\n", 1)
     assert first == f"#!lua name={name}"
-    # Every Lua file and the module that assembles them: a change to any renames it.
-    digest = hashlib.sha1(Path(scripts.__file__).read_bytes())
-    for lua in sorted(_lua_files()):
-        digest.update(f"\0{lua}\0".encode() + _lua_files()[lua].encode())
-    assert name == f"redistate_{digest.hexdigest()[:16]}"
-    scripts.library_name.cache_clear()
+    # The digest of the library's text (as scripts/lua_index.py records it): a change to
+    # any Lua file or to how they are assembled renames it.
+    assert name == f"redistate_{hashlib.sha1(scripts.library_text().encode()).hexdigest()[:16]}"
     original = scripts._read
     monkeypatch.setattr(scripts, "_read", lambda n: original(n) + (" " if n == "_chain" else ""))
+    scripts.library.cache_clear()
+    scripts.library_text.cache_clear()
     try:
-        assert scripts.library_name() != name
+        # A Lua file changed and the index not rewritten: refused, never the old name.
+        with pytest.raises(RuntimeError, match=r"_lua_index\.py is stale"):
+            scripts.library()
     finally:
         monkeypatch.undo()
-        scripts.library_name.cache_clear()
-    assert scripts.library_name() == name
+        scripts.library.cache_clear()
+        scripts.library_text.cache_clear()
+    assert scripts.library() == (name, source)
     registered = re.findall(r"function_name = '([\w]+)'", source)
     assert registered == [f"{name}_{n}" for n in scripts.names()]
     for n in scripts.names():
@@ -414,3 +416,11 @@ def test_the_flow_analysis_follows_branches_loops_returns_and_functions() -> Non
         late("do local function f() end end\nlocal function f() end")
     # A target's key is evaluated before the value: either order counts.
     assert late("t[redis.call('SET', 'a', 1)] = redis.call('GET', 'b')") == {"get", "set"}
+
+
+def test_the_generated_index_lists_every_lua_file() -> None:
+    # What scripts/lua_index.py writes, recomputed: a stale index would give a changed
+    # library an old name, which a server may already hold with the old functions.
+    root = Path(str(resources.files("redistate")))
+    on_disk = {f.stem: f.relative_to(root).as_posix() for f in root.rglob("lua/*.lua")}
+    assert scripts._files() == on_disk == scripts.scan()
