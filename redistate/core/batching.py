@@ -9,7 +9,6 @@ sends one call and finishes it; a batch (redistate/batch_async.py) sends many th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from .errors import BatchError, BatchNotSent
@@ -59,8 +58,7 @@ class Call(NamedTuple):
     lease: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
+class Prepared(NamedTuple):
     """A write checked and encoded, not sent: its call and what turns the reply into
     the write's result (or raises its error). ``finish`` may return an awaitable where
     the write needs more I/O after its reply (a merge that folds its patches back)."""

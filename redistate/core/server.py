@@ -15,7 +15,7 @@ import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from . import telemetry
 from .errors import RedistateWarning, UnsafeServer
@@ -95,8 +95,7 @@ def check_server_check(value: object) -> ServerCheck:
     return value
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One fact of a server, what it means, and whether the guarantees hold under it.
 
     ``status`` is "ok", "fail" (a guarantee does not hold: doctor exits 1) or "warn"
@@ -245,7 +244,7 @@ class ServerFacts:
         return {
             **asdict(self),
             "ok": all(f.status != "fail" for f in self.findings()),
-            "findings": [asdict(f) for f in self.findings()],
+            "findings": [f._asdict() for f in self.findings()],
         }
 
 

@@ -14,8 +14,7 @@ Several ``host:port`` pairs are startup nodes (cluster) or the sentinels to ask
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 from urllib.parse import unquote
 
 __all__ = ["Target", "parse_url", "shown_url"]
@@ -34,8 +33,7 @@ _SCHEMES: dict[str, tuple[Kind, bool]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(NamedTuple):
     """What :func:`parse_url` found. ``url`` is for standalone servers (redis-py
     parses those itself); the other fields are for cluster and sentinel URLs."""
 
