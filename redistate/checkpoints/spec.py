@@ -43,7 +43,7 @@ from ..core.keys import KeySpace
 from ..core.limits import check_compress_above, check_keep, check_max_bytes
 from ..core.migrations import Migrations
 from ..core.signing import SigningKeys, digest_problem
-from ..leases.spec import guard_args
+from ..leases.guard import guard_args
 from ..records.mergepatch import merge_patch
 from ..records.spec import Default
 from ..steps.spec import Step

@@ -19,7 +19,7 @@ from ..core.errors import ConflictError, IntegrityError
 from ..core.keys import KeySpace
 from ..core.kinds import EVENTS_KEY
 from ..core.scripts import script
-from ..leases.spec import guard_args
+from ..leases.guard import guard_args
 from ..records.collection import register
 from ..records.erasure import entry
 from ..records.spec import new_write_id

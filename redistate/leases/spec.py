@@ -16,7 +16,10 @@ from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
 from ..core._ttl import check_ttl
-from ..core.errors import LockLost
+from .guard import INLINE, Guard
+
+# INLINE and Guard are used by the lease itself; guard.py holds them so that a guarded
+# write's kind loads none of the rest (a cold start's first put needs only them).
 
 __all__ = [
     "INLINE",
@@ -179,14 +182,6 @@ class LockAbandonReply(NamedTuple):
         return self.released
 
 
-class Guard(NamedTuple):
-    """What a guarded write's script needs of its lease: the lock key (KEYS) and the
-    lease's value (ARGV; "" when unguarded)."""
-
-    lock_key: str
-    value: str
-
-
 def valid_until(sent: float, ttl_ms: int) -> float:
     """The local deadline of a lease the server set (or extended) to ``ttl_ms`` in reply
     to a request sent at ``sent`` (monotonic seconds): the server ran it no earlier, so
@@ -254,9 +249,6 @@ def check_wait(wait: object) -> float | None:
     return float(wait)
 
 
-INLINE: Final = "inline"  # renew=: extended by each guarded write, no renewer
-
-
 def check_renew(renew: object) -> bool | str:
     """``renew=``: True (a renewer task or thread), False (extend() by hand) or
     "inline" (each guarded write extends the lease; nothing runs in the background)."""
@@ -287,34 +279,3 @@ def wait_budget(
     if socket_timeout:
         budget = min(budget, socket_timeout * 0.8)
     return max(budget, 0.0)
-
-
-def guard_args(lease: Any, entity_id: str, lock_key: str) -> Guard:
-    """The lock key and lease value of a guarded write's script ("" when unguarded).
-
-    Raises:
-        TypeError: ``lease`` is not a lease (from ``store.lock()``).
-        ValueError: the lease is for another entity or namespace.
-        LockLost: the lease is already known to be lost.
-    """
-    if lease is None:
-        return Guard(lock_key, "")
-    name = getattr(lease, "name", None)
-    if not isinstance(name, str) or not hasattr(lease, "lost") or not hasattr(lease, "key"):
-        raise TypeError(
-            f"lease= must be a lease from store.lock() or None, got {type(lease).__name__}"
-        )
-    if name != entity_id:
-        raise ValueError(f"lease {name!r} guards entities named {name!r}, not {entity_id!r}")
-    if getattr(lease, "key", None) != lock_key:
-        raise ValueError(f"lease on {lease.key!r} belongs to another namespace than {lock_key!r}")
-    value = lease.value
-    if value is not None and getattr(lease, "renew", None) == INLINE:
-        value = f"{value};{lease.ttl_ms}"  # each guarded write extends it (rs_guard)
-    if lease.lost.is_set() or value is None:
-        overdue = getattr(lease, "_overdue", None)
-        problem = overdue() if callable(overdue) else None
-        if hasattr(lease, "_reported"):
-            lease._reported = True  # the caller has heard it: exit does not raise again
-        raise LockLost(problem or f"lease {name!r} is not held")
-    return Guard(lock_key, value)

@@ -8,7 +8,7 @@ import logging
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import telemetry
 from ..core._backoff import backoff_delay
@@ -19,7 +19,6 @@ from ..core.durability import Durability
 from ..core.errors import ConflictError, InvalidId, RedistateError, RedistateWarning
 from ..core.keys import KeySpace
 from ..core.scripts import script
-from .erasure import ErasureReport, entity_keys, entry
 from .mergepatch import merge_patch
 from .spec import (
     DEFAULT,
@@ -40,6 +39,9 @@ from .spec import (
     new_write_id,
     ttl_seconds,
 )
+
+if TYPE_CHECKING:
+    from .erasure import ErasureReport
 
 __all__ = ["Collection", "Users", "register"]
 
@@ -169,6 +171,8 @@ class Collection:
     ) -> Record:
         prepared = self._put_call(id, key, data, expected, ttl_ms, keep, lease)
         if user is not None:  # after every check: bad input registers nothing
+            from .erasure import entry  # erasure loads on first use: not a cold start's
+
             register(self._conn, self.spec.keys, user, entry(self.spec.kind, id))
         return prepared.finish(self._send(prepared, replicas))  # type: ignore[no-any-return]
 
@@ -513,6 +517,8 @@ class Users(Collection):
             IntegrityError: an index entry redistate did not write (nothing of it
                 deleted, the entry left on the index).
         """
+        from .erasure import ErasureReport, entity_keys  # loads on first use
+
         with telemetry.operation("erase", self.spec.kind, self.spec.keys.namespace, user):
             keys = self.spec.keys
             profile = self.spec.key(user)

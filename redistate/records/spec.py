@@ -23,7 +23,7 @@ from ..core.errors import ConflictError, IntegrityError, SchemaError, StateTooLa
 from ..core.keys import KeySpace
 from ..core.limits import check_max_bytes
 from ..core.migrations import Migrations
-from ..leases.spec import guard_args
+from ..leases.guard import guard_args
 from .mergelog import compact_by_chance, fold, frames, should_compact
 from .mergelog import frame as patch_frame
 

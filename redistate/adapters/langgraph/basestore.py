@@ -18,7 +18,7 @@ from typing import Any, Final, cast
 
 from langgraph.store.base import BaseStore, Op, Result, TTLConfig
 
-from ...leases.spec import guard_args
+from ...leases.guard import guard_args
 from ...store import Store
 from ...store_async import AsyncStore
 from . import memory_ops, memory_ops_async

@@ -30,7 +30,7 @@ from ...core import telemetry
 from ...core.codec import Codec
 from ...core.errors import StateTooLarge
 from ...core.kinds import MEMORY
-from ...leases.spec import guard_args
+from ...leases.guard import guard_args
 from .memory import (
     InvalidNamespace,
     Owners,

@@ -41,7 +41,7 @@ from ...core import telemetry
 from ...core._ttl import check_ttl
 from ...core.errors import InvalidId, RedistateError
 from ...core.kinds import GRAPH
-from ...leases.spec import guard_args
+from ...leases.guard import guard_args
 from ...store import Store
 from ...store_async import AsyncStore
 from .graph import GraphHistoryReply, GraphSpec, Stored, check_name, pack, unpack_parts
