@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import time
 
-__all__ = ["medians", "run_once"]
+__all__ = ["medians", "paired", "run_once", "samples"]
 
 
 def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -29,19 +29,35 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, cpu
 
 
+def samples(
+    argvs: dict[str, list[str]], env: dict[str, str], rounds: int
+) -> dict[str, list[tuple[float, float]]]:
+    """Each label's (wall ms, CPU ms) per round, over ``rounds`` ABBA rounds: sample
+    ``i`` of two labels ran in the same round, a few runs apart."""
+    for argv in argvs.values():
+        run_once(argv, env)
+    out: dict[str, list[tuple[float, float]]] = {label: [] for label in argvs}
+    for i in range(rounds):
+        for label in list(argvs) if i % 2 == 0 else list(argvs)[::-1]:
+            out[label].append(run_once(argvs[label], env))
+    return out
+
+
 def medians(
     argvs: dict[str, list[str]], env: dict[str, str], rounds: int
 ) -> dict[str, tuple[float, float]]:
     """Median (wall ms, CPU ms) per label over ``rounds`` ABBA rounds."""
-    for argv in argvs.values():
-        run_once(argv, env)
-    walls: dict[str, list[float]] = {label: [] for label in argvs}
-    cpus: dict[str, list[float]] = {label: [] for label in argvs}
-    for i in range(rounds):
-        for label in list(argvs) if i % 2 == 0 else list(argvs)[::-1]:
-            wall, cpu = run_once(argvs[label], env)
-            walls[label].append(wall)
-            cpus[label].append(cpu)
     return {
-        label: (statistics.median(walls[label]), statistics.median(cpus[label])) for label in argvs
+        label: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
+        for label, runs in samples(argvs, env, rounds).items()
     }
+
+
+def paired(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> tuple[float, float]:
+    """Median (wall ms, CPU ms) of ``a`` over ``b``, round by round: the machine's speed
+    drifts during a run by more than a small difference, and both runs of a round
+    see about the same speed."""
+    return (
+        statistics.median(x[0] - y[0] for x, y in zip(a, b, strict=True)),
+        statistics.median(x[1] - y[1] for x, y in zip(a, b, strict=True)),
+    )

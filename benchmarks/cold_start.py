@@ -5,23 +5,27 @@ redistate over raw redis-py.
 
 Each line runs in a fresh interpreter, ABBA-ordered with the others (so that load which
 drifts during the run hits them alike), after one untimed run that writes the bytecode
-cache; the table shows the median of ``--rounds`` runs: wall time from spawn to exit and
-the child's CPU time (user + system), each over ``python -c pass`` and over its
-redis-py counterpart. "first put" runs a process that connects and writes one value: a
-SET by redis-py, a ``sessions.put`` by redistate (which also checks the server on first
-contact), against a private redis-server. Nothing is asserted about the times.
+cache. The table shows, over ``--rounds`` rounds, the median wall time from spawn to
+exit, and the median of each round's difference to ``python -c pass`` and to the
+line's redis-py counterpart, in wall time and in the child's CPU time (user +
+system). Differences are taken round by round (the two ran in the same round, a few
+runs apart) because this machine's speed drifts during a run by more than the
+difference measured. "first put" runs a process that connects and writes one value: a
+SET by redis-py, a ``sessions.put`` by redistate (which also checks the server on
+first contact), against a private redis-server. Nothing is asserted about the times.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 import harness
-from _fresh import medians
+from _fresh import paired, samples
 from cli_startup import environment
 from harness import Column, Row
 
@@ -57,24 +61,29 @@ LINES: dict[str, tuple[str, str | None]] = {
 }
 
 
-def measure(url: str, env: dict[str, str], rounds: int) -> dict[str, tuple[float, float]]:
+Runs = dict[str, list[tuple[float, float]]]
+
+
+def measure(url: str, env: dict[str, str], rounds: int) -> Runs:
     argvs = {label: [sys.executable, "-c", code, url] for label, (code, _) in LINES.items()}
-    return medians(argvs, env, rounds)  # the first, untimed run loads the function library
+    return samples(argvs, env, rounds)  # the first, untimed run loads the function library
 
 
-def table(medians: dict[str, tuple[float, float]]) -> list[Row]:
-    base_wall, base_cpu = medians[BASELINE]
+def table(runs: Runs) -> list[Row]:
+    base = runs[BASELINE]
     rows = []
-    for label, (wall, cpu) in medians.items():
+    for label, own in runs.items():
         peer = LINES[label][1]
+        over_peer = None if peer is None else paired(own, runs[peer])
+        over_base = paired(own, base)
         rows.append(
             {
                 "line": label,
-                "wall": wall,
-                "over": wall - base_wall,
-                "cpu": cpu - base_cpu,
-                "vs_wall": None if peer is None else wall - medians[peer][0],
-                "vs_cpu": None if peer is None else cpu - medians[peer][1],
+                "wall": statistics.median(wall for wall, _ in own),
+                "over": over_base[0],
+                "cpu": over_base[1],
+                "vs_wall": None if over_peer is None else over_peer[0],
+                "vs_cpu": None if over_peer is None else over_peer[1],
             }
         )
     return rows
@@ -90,7 +99,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="redistate-cold-") as tmp,
         running(redis_binary()) as server,
     ):
-        medians = measure(server.url, environment(Path(tmp)), rounds)
+        runs = measure(server.url, environment(Path(tmp)), rounds)
     cols: list[Column] = [
         ("line", "line", ""),
         ("median wall ms", "wall", ".1f"),
@@ -102,8 +111,8 @@ def main() -> None:
     load = os.getloadavg()[0]
     python = sys.version.split()[0]
     print(f"python {python}, {os.cpu_count()} CPUs, load {load:.1f}, {rounds} rounds")
-    harness.print_table(cols, table(medians), "Cold start: a fresh process each (medians)")
-    over = medians["redistate: first put"][0] - medians["redis-py: first SET"][0]
+    harness.print_table(cols, table(runs), "Cold start: a fresh process each (medians)")
+    over = paired(runs["redistate: first put"], runs["redis-py: first SET"])[0]
     verdict = "meets" if over <= TARGET_MS else "misses"
     print(
         f"\njudgement: start to first put is {over:.1f} ms over raw redis-py's; {verdict} "

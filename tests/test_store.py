@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import redis
 
 from redistate import AsyncStore, IntegrityError, RetryPolicy, Store, StoreUnavailable
 from tests.conftest import Backend
-from tests.servers import free_port
+from tests.servers import Server, free_port
 
 
 def test_unreachable_server_names_the_address() -> None:
@@ -184,6 +185,50 @@ def test_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_first_put_loads_only_what_a_put_needs(redis7_server: Server, namespace: str) -> None:
+    """A serverless cold start: a fresh process's first put imports no lease, batch,
+    erasure, signing or TLS-probe code and reads one Lua file, its script's (the
+    index names the library: no other file is read or hashed)."""
+    with Store.from_url(redis7_server.url, namespace=namespace) as warm:
+        warm.sessions.put("warm", {})  # the server holds the function library now
+    code = (
+        "import json, sys\n"
+        "from redistate import Store\n"
+        "store = Store.from_url(sys.argv[1], namespace=sys.argv[2])\n"
+        "store.sessions.put('s', {'a': 1})\n"
+        "from redistate.core import scripts\n"
+        "print(json.dumps({'modules': sorted(sys.modules),"
+        " 'lua': scripts._read.cache_info().currsize}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, redis7_server.url, namespace],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    modules = set(seen["modules"])
+    for name in (
+        "redistate.leases.spec",
+        "redistate.leases.lease",
+        "redistate.records.erasure",
+        "redistate.batch",
+        "redistate.core.signing",
+        "redistate.core.tls_probe",
+        "redistate.checkpoints",
+        "redistate.events",
+        "tenacity",
+        "difflib",
+    ):
+        assert not any(m == name or m.startswith(name + ".") for m in modules), name
+    assert seen["lua"] == 1
+    check = Store.from_url(redis7_server.url, namespace=namespace)
+    record = check.sessions.get("s")
+    assert record is not None and record.data == {"a": 1}
+    check.close()
 
 
 def test_concurrent_coroutines_lose_nothing(backend: Backend, namespace: str) -> None:
