@@ -12,6 +12,7 @@ its first call: a serverless cold start pays for one file, its script's.
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,14 +35,15 @@ def render(files: dict[str, str], digest: str) -> str:
 
 
 def current() -> str:
-    """The index the Lua files on disk call for."""
+    """The index the Lua files on disk call for. The old index is never imported: it
+    may be missing, or hold a merge's conflict markers."""
     sys.path.insert(0, str(ROOT))
-    if not INDEX.exists():  # a first run: scripts.py imports the index
-        INDEX.write_text(render({}, ""))
-    from redistate.core import _lua_index, scripts
+    stub = types.ModuleType("redistate.core._lua_index")
+    sys.modules[stub.__name__] = stub  # what scripts.py reads the files from
+    from redistate.core import scripts
 
     files = scripts.scan()
-    _lua_index.FILES = files  # the library text below is assembled from these
+    stub.FILES = files  # type: ignore[attr-defined]
     return render(files, scripts.library_digest(scripts.library_text()))
 
 
@@ -51,11 +53,13 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     wanted = current()
-    if INDEX.read_text() == wanted:
-        return 0
     if check:
+        if INDEX.is_file() and INDEX.read_text() == wanted:
+            return 0
         print(f"{INDEX.relative_to(ROOT)} is stale: run python scripts/lua_index.py")
         return 1
+    # Written even when unchanged: a checkout compares the Lua files' times with the
+    # index's (scripts._edited_since_indexed) and checks the digest when one is newer.
     INDEX.write_text(wanted)
     print(f"{INDEX.relative_to(ROOT)} written")
     return 0

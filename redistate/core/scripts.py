@@ -500,13 +500,7 @@ def library() -> tuple[str, str]:
     name>_<script>``: a new version loads beside an old one (no REPLACE), and a
     rolling upgrade never calls the other's."""
     text = library_text()
-    if library_digest(text) != _lua_index.DIGEST:
-        # Only a checkout can get here: a name that does not change with the text
-        # would let a server keep running the old functions under it.
-        raise RuntimeError(
-            "redistate/core/_lua_index.py is stale (the Lua library changed): "
-            "run python scripts/lua_index.py"
-        )
+    _check_digest(text)
     lib = library_name()
     return lib, f"#!lua name={lib}\n" + text.replace("'@@_", f"'{lib}_")
 
@@ -540,12 +534,42 @@ def library_digest(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
+@cache
 def library_name() -> str:
     """``redistate_<digest>`` of the library's text (:func:`library_text`), as the
     generated index records it: whatever changes the library changes its name, and a
     process's first FCALL reads no Lua file but its script's (only a server that lacks
     the library needs its text)."""
+    if _edited_since_indexed():
+        _check_digest(library_text())
     return f"redistate_{_lua_index.DIGEST}"
+
+
+def _check_digest(text: str) -> None:
+    if library_digest(text) != _lua_index.DIGEST:
+        # Only a checkout can get here (a build checks the index): a name that does not
+        # change with the text would let a server that holds the library under that
+        # name go on running the old functions.
+        raise RuntimeError(
+            "redistate/core/_lua_index.py is stale (the Lua library changed): "
+            "run python scripts/lua_index.py"
+        )
+
+
+def _edited_since_indexed() -> bool:
+    """In a source checkout, whether a Lua file or this module changed (or went) after
+    the index was written: then the digest is checked against the text before a
+    server hears the name. An installed package is built with a checked index, and
+    pays nothing; a checkout pays one stat per file."""
+    root = _root()
+    if not isinstance(root, Path) or not (root.parent / "pyproject.toml").is_file():
+        return False
+    try:
+        written = (root / "core" / "_lua_index.py").stat().st_mtime_ns
+        paths = [root / path for path in _files().values()] + [Path(__file__)]
+        return any(path.stat().st_mtime_ns > written for path in paths)
+    except FileNotFoundError:
+        return True
 
 
 _MEMORY: Final = r"(?m)^memory +KEYS\[(\d+)\] +ARGV\[(\d+)\]"

@@ -15,7 +15,7 @@ import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal
 
 from . import telemetry
 from .errors import RedistateWarning, UnsafeServer
@@ -95,7 +95,8 @@ def check_server_check(value: object) -> ServerCheck:
     return value
 
 
-class Finding(NamedTuple):
+@dataclass(frozen=True)
+class Finding:
     """One fact of a server, what it means, and whether the guarantees hold under it.
 
     ``status`` is "ok", "fail" (a guarantee does not hold: doctor exits 1) or "warn"
@@ -244,7 +245,7 @@ class ServerFacts:
         return {
             **asdict(self),
             "ok": all(f.status != "fail" for f in self.findings()),
-            "findings": [f._asdict() for f in self.findings()],
+            "findings": [asdict(f) for f in self.findings()],
         }
 
 

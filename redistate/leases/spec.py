@@ -16,14 +16,15 @@ from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
 from ..core._ttl import check_ttl
-from .guard import INLINE, Guard
+from .guard import INLINE, Guard, guard_args
 
-# INLINE and Guard are used by the lease itself; guard.py holds them so that a guarded
-# write's kind loads none of the rest (a cold start's first put needs only them).
+# Re-exported: guard.py holds them so that a guarded write's kind loads none of the
+# rest of this module (a cold start's first put needs only them).
 
 __all__ = [
     "INLINE",
     "Guard",
+    "guard_args",
     "LockAbandonArgs",
     "LockAbandonReply",
     "LockAcquireArgs",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from redistate.core import scripts
+from redistate.core import _lua_index, scripts
 from redistate.core.scripts import Made, Script, script
 from tests.lua_flow import Flow
 
@@ -424,3 +425,29 @@ def test_the_generated_index_lists_every_lua_file() -> None:
     root = Path(str(resources.files("redistate")))
     on_disk = {f.stem: f.relative_to(root).as_posix() for f in root.rglob("lua/*.lua")}
     assert scripts._files() == on_disk == scripts.scan()
+
+
+def test_a_checkout_edited_after_its_index_checks_the_digest_before_naming_the_library(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A server may hold the library under the index's name: a Lua file changed since
+    # must not reach it under that name, or the server runs the old functions.
+    root = Path(scripts.__file__).parent.parent
+    index, lua = root / "core" / "_lua_index.py", root / scripts._files()["record_put"]
+    saved = {path: path.stat() for path in (index, lua)}
+    later = max(s.st_mtime_ns for s in saved.values()) + 10**9
+    monkeypatch.setattr(_lua_index, "DIGEST", "0" * 16)  # what a stale index holds
+    try:
+        os.utime(index, ns=(later, later))
+        assert not scripts._edited_since_indexed()  # trusted: one stat per file
+        scripts.library_name.cache_clear()
+        assert scripts.library_name() == "redistate_" + "0" * 16
+        os.utime(lua, ns=(later + 10**9, later + 10**9))
+        assert scripts._edited_since_indexed()
+        scripts.library_name.cache_clear()
+        with pytest.raises(RuntimeError, match=r"_lua_index\.py is stale"):
+            scripts.library_name()
+    finally:
+        for path, stat in saved.items():
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        scripts.library_name.cache_clear()
