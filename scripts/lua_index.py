@@ -58,8 +58,8 @@ def main() -> int:
             return 0
         print(f"{INDEX.relative_to(ROOT)} is stale: run python scripts/lua_index.py")
         return 1
-    # Written even when unchanged: a checkout compares the Lua files' times with the
-    # index's (scripts._edited_since_indexed) and checks the digest when one is newer.
+    if INDEX.is_file() and INDEX.read_text() == wanted:
+        return 0
     INDEX.write_text(wanted)
     print(f"{INDEX.relative_to(ROOT)} written")
     return 0

@@ -540,8 +540,7 @@ def library_name() -> str:
     generated index records it: whatever changes the library changes its name, and a
     process's first FCALL reads no Lua file but its script's (only a server that lacks
     the library needs its text)."""
-    if _edited_since_indexed():
-        _check_digest(library_text())
+    _check_checkout(_root())
     return f"redistate_{_lua_index.DIGEST}"
 
 
@@ -556,20 +555,35 @@ def _check_digest(text: str) -> None:
         )
 
 
-def _edited_since_indexed() -> bool:
-    """In a source checkout, whether a Lua file or this module changed (or went) after
-    the index was written: then the digest is checked against the text before a
-    server hears the name. An installed package is built with a checked index, and
-    pays nothing; a checkout pays one stat per file."""
-    root = _root()
+def _check_checkout(root: Any) -> None:
+    """In a source checkout, check the index's digest against the library's text once
+    per state of the files: a Lua file or this module edited since the index was
+    written must not reach a server under the index's name. The state last checked (a
+    hash of each file's modification time and size) is kept in ``__pycache__``, written
+    whatever PYTHONDONTWRITEBYTECODE says (it is not bytecode), so later processes pay
+    one stat per file. An installed package is built with a checked index: it pays
+    nothing."""
     if not isinstance(root, Path) or not (root.parent / "pyproject.toml").is_file():
-        return False
+        return
+    stamp = root / "core" / "__pycache__" / "_lua_index.checked"
+    paths = [root / path for path in _files().values()]
+    paths += [root / "core" / "scripts.py", root / "core" / "_lua_index.py"]
     try:
-        written = (root / "core" / "_lua_index.py").stat().st_mtime_ns
-        paths = [root / path for path in _files().values()] + [Path(__file__)]
-        return any(path.stat().st_mtime_ns > written for path in paths)
+        stats = [path.stat() for path in paths]
+        state = hashlib.sha1(repr([(s.st_mtime_ns, s.st_size) for s in stats]).encode())
     except FileNotFoundError:
-        return True
+        state = None  # a file the index names is gone: check (the text cannot be made)
+    try:
+        if state and stamp.read_text() == state.hexdigest():
+            return
+    except OSError:
+        pass
+    _check_digest(library_text())
+    try:
+        stamp.parent.mkdir(exist_ok=True)
+        stamp.write_text(state.hexdigest() if state else "")
+    except OSError:  # a read-only checkout: checked again by the next process
+        pass
 
 
 _MEMORY: Final = r"(?m)^memory +KEYS\[(\d+)\] +ARGV\[(\d+)\]"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -428,26 +429,35 @@ def test_the_generated_index_lists_every_lua_file() -> None:
 
 
 def test_a_checkout_edited_after_its_index_checks_the_digest_before_naming_the_library(
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A server may hold the library under the index's name: a Lua file changed since
-    # must not reach it under that name, or the server runs the old functions.
-    root = Path(scripts.__file__).parent.parent
-    index, lua = root / "core" / "_lua_index.py", root / scripts._files()["record_put"]
-    saved = {path: path.stat() for path in (index, lua)}
-    later = max(s.st_mtime_ns for s in saved.values()) + 10**9
-    monkeypatch.setattr(_lua_index, "DIGEST", "0" * 16)  # what a stale index holds
-    try:
-        os.utime(index, ns=(later, later))
-        assert not scripts._edited_since_indexed()  # trusted: one stat per file
-        scripts.library_name.cache_clear()
-        assert scripts.library_name() == "redistate_" + "0" * 16
-        os.utime(lua, ns=(later + 10**9, later + 10**9))
-        assert scripts._edited_since_indexed()
-        scripts.library_name.cache_clear()
+    # must not reach it under that name, or the server runs the old functions. A copy
+    # of the package's Lua files, scripts.py and index, in a checkout of its own.
+    real, root = Path(scripts.__file__).parent.parent, tmp_path / "redistate"
+    (tmp_path / "pyproject.toml").write_text("")
+    for rel in [*scripts._files().values(), "core/scripts.py", "core/_lua_index.py"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(real / rel, root / rel)
+    stamp = root / "core" / "__pycache__" / "_lua_index.checked"
+    scripts._check_checkout(root)  # the digest is right: checked, and the state kept
+    assert stamp.is_file()
+    monkeypatch.setattr(_lua_index, "DIGEST", "0" * 16)  # the index now disagrees
+    scripts._check_checkout(root)  # no file changed since the check: one stat each
+    lua = root / scripts._files()["record_put"]
+    later = lua.stat().st_mtime_ns + 10**9
+    os.utime(lua, ns=(later, later))  # an edit
+    for _ in range(2):  # a refusal keeps no state: refused again
         with pytest.raises(RuntimeError, match=r"_lua_index\.py is stale"):
-            scripts.library_name()
-    finally:
-        for path, stat in saved.items():
-            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        scripts.library_name.cache_clear()
+            scripts._check_checkout(root)
+    (root / scripts._files()["record_touch"]).unlink()  # a file the index names is gone
+    with pytest.raises(RuntimeError, match=r"_lua_index\.py is stale"):
+        scripts._check_checkout(root)
+    (tmp_path / "pyproject.toml").unlink()  # an installed package trusts its index
+    scripts._check_checkout(root)
+    monkeypatch.undo()  # the index and the text agree again
+    (tmp_path / "pyproject.toml").write_text("")
+    stamp.unlink()
+    shutil.copy2(real / scripts._files()["record_touch"], root / scripts._files()["record_touch"])
+    scripts._check_checkout(root)
+    assert stamp.read_text() != ""  # checked, and this state kept
