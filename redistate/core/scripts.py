@@ -218,9 +218,11 @@ _LUA_CALL: Final = r"redis\.p?call\(\s*(['\"])([A-Za-z]+)\1"
 _LUA_ANY_CALL: Final = r"redis\.p?call\("
 
 
+@cache
 def _root() -> Any:
-    """The package's folder. Installed as files (the usual case), a plain path: reading
-    through importlib.resources would cost a cold start ~1 ms of imports."""
+    """The package's folder, found once (every file read starts from it). Installed as
+    files (the usual case), a plain path: reading through importlib.resources would
+    cost a cold start ~1 ms of imports."""
     here = Path(__file__).parent.parent
     if here.is_dir():
         return here
