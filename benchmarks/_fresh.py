@@ -1,7 +1,13 @@
 """Fresh processes, timed: what the start-up benchmarks (cli_startup.py, cold_start.py)
 share. Each command runs once untimed first (it writes the bytecode cache and whatever
 else a first run sets up), then ``rounds`` times in ABBA order with the others, so that
-load which drifts during the run hits them alike."""
+load which drifts during the run hits them alike.
+
+A run is timed from spawn to exit, and, for a command that ends with ``DONE`` (``python
+-c`` code), also from spawn to that line: the moment its work is done, before the
+interpreter tears itself down (which a serverless function, frozen after its response,
+does not pay on a request). Both ends of that span read CLOCK_MONOTONIC, one clock for
+every process of the machine."""
 
 from __future__ import annotations
 
@@ -9,34 +15,54 @@ import resource
 import statistics
 import subprocess
 import time
+from typing import Literal, NamedTuple
 
-__all__ = ["medians", "paired", "run_once", "samples"]
+__all__ = ["DONE", "Run", "medians", "paired", "run_once", "samples"]
+
+# Appended to ``python -c`` code: the last line it prints is when its work was done
+# (monotonic ns) and the CPU its process had used by then (ns).
+DONE = "\nimport time as _t\nprint('done', _t.monotonic_ns(), _t.process_time_ns())"
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall ms, the child's CPU ms: user + system) of one run; a command that fails
-    stops the benchmark."""
+class Run(NamedTuple):
+    """One run, in ms: spawn to exit and the child's CPU (user + system) by then; spawn
+    to ``DONE`` and the CPU by then (None: the command prints no ``DONE`` line)."""
+
+    wall: float
+    cpu: float
+    done: float | None = None
+    done_cpu: float | None = None
+
+
+Field = Literal["wall", "cpu", "done", "done_cpu"]
+
+
+def run_once(argv: list[str], env: dict[str, str]) -> Run:
+    """One timed run; a command that fails stops the benchmark."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    spawned = time.monotonic_ns()
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, timeout=120)
+    finished = subprocess.run(argv, env=env, capture_output=True, timeout=120)
     wall = (time.perf_counter() - start) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
+    if finished.returncode != 0:
         raise SystemExit(
-            f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode(errors='replace')}"
+            f"{' '.join(argv)} exited {finished.returncode}: "
+            f"{finished.stderr.decode(errors='replace')}"
         )
     cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
-    return wall, cpu
+    last = finished.stdout.decode(errors="replace").strip().rpartition("\n")[2].split()
+    if len(last) != 3 or last[0] != "done":
+        return Run(wall, cpu)
+    return Run(wall, cpu, (int(last[1]) - spawned) / 1e6, int(last[2]) / 1e6)
 
 
-def samples(
-    argvs: dict[str, list[str]], env: dict[str, str], rounds: int
-) -> dict[str, list[tuple[float, float]]]:
-    """Each label's (wall ms, CPU ms) per round, over ``rounds`` ABBA rounds: sample
-    ``i`` of two labels ran in the same round, a few runs apart."""
+def samples(argvs: dict[str, list[str]], env: dict[str, str], rounds: int) -> dict[str, list[Run]]:
+    """Each label's runs over ``rounds`` ABBA rounds: run ``i`` of two labels ran in the
+    same round, a few runs apart."""
     for argv in argvs.values():
         run_once(argv, env)
-    out: dict[str, list[tuple[float, float]]] = {label: [] for label in argvs}
+    out: dict[str, list[Run]] = {label: [] for label in argvs}
     for i in range(rounds):
         for label in list(argvs) if i % 2 == 0 else list(argvs)[::-1]:
             out[label].append(run_once(argvs[label], env))
@@ -48,16 +74,15 @@ def medians(
 ) -> dict[str, tuple[float, float]]:
     """Median (wall ms, CPU ms) per label over ``rounds`` ABBA rounds."""
     return {
-        label: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
+        label: (statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs))
         for label, runs in samples(argvs, env, rounds).items()
     }
 
 
-def paired(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> tuple[float, float]:
-    """Median (wall ms, CPU ms) of ``a`` over ``b``, round by round: the machine's speed
-    drifts during a run by more than a small difference, and both runs of a round
+def paired(a: list[Run], b: list[Run], field: Field) -> float:
+    """The median of ``a`` over ``b`` in one field of Run, round by round: the machine's
+    speed drifts during a run by more than a small difference, and both runs of a round
     see about the same speed."""
-    return (
-        statistics.median(x[0] - y[0] for x, y in zip(a, b, strict=True)),
-        statistics.median(x[1] - y[1] for x, y in zip(a, b, strict=True)),
+    return float(
+        statistics.median(getattr(x, field) - getattr(y, field) for x, y in zip(a, b, strict=True))
     )
