@@ -238,9 +238,13 @@ def test_cli_startup_benchmark_prints_each_command_against_the_interpreter_basel
 
 def test_cold_start_benchmark_prints_each_line_against_python_and_redis_py() -> None:
     """benchmarks/cold_start.py --quick: imports and a fresh process's first put, each
-    over the interpreter and over its redis-py counterpart (printed, never judged)."""
+    over the interpreter and over its redis-py counterpart, to the completed work and
+    to exit (printed, never judged)."""
     done = bench("cold_start.py", "--quick")
     assert "Cold start: a fresh process each (medians)" in done.stdout
+    header = next(line for line in done.stdout.splitlines() if line.startswith("line "))
+    for column in ("to done ms", "over redis-py ms", "CPU over redis-py ms", "to exit over"):
+        assert column in header, column
     for line in (
         "python -c pass",
         "import redis",
@@ -252,6 +256,7 @@ def test_cold_start_benchmark_prints_each_line_against_python_and_redis_py() -> 
     ):
         assert f"\n{line} " in done.stdout, line
     assert "judgement: start to first put is" in done.stdout
+    assert "To exit, teardown included:" in done.stdout
 
 
 def test_server_time_check_fails_a_row_far_over_its_reference(tmp_path: Path) -> None:
