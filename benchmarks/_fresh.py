@@ -3,11 +3,11 @@ share. Each command runs once untimed first (it writes the bytecode cache and wh
 else a first run sets up), then ``rounds`` times in ABBA order with the others, so that
 load which drifts during the run hits them alike.
 
-A run is timed from spawn to exit, and, for a command that ends with ``DONE`` (``python
--c`` code), also from spawn to that line: the moment its work is done, before the
-interpreter tears itself down (which a serverless function, frozen after its response,
-does not pay on a request). Both ends of that span read CLOCK_MONOTONIC, one clock for
-every process of the machine."""
+A run is timed from spawn to exit, and, for ``python -c`` code that ends with ``DONE``,
+also from spawn to that line: the moment its work is done, before the interpreter tears
+itself down (which a serverless function, frozen after its response, does not pay on a
+request). Both ends of that span read CLOCK_MONOTONIC, one clock for every process of
+the machine."""
 
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ from typing import Literal, NamedTuple
 
 __all__ = ["DONE", "Run", "medians", "paired", "run_once", "samples"]
 
-# Appended to ``python -c`` code: the last line it prints is when its work was done
-# (monotonic ns) and the CPU its process had used by then (ns).
-DONE = "\nimport time as _t\nprint('done', _t.monotonic_ns(), _t.process_time_ns())"
+# Appended to ``python -c`` code: a line of its own saying when its work was done
+# (monotonic ns) and the CPU its process had used by then (ns). The leading newline
+# ends whatever the code printed without one.
+_MARK = "fresh-run-done"
+DONE = f"\nimport time as _t\nprint('\\n{_MARK}', _t.monotonic_ns(), _t.process_time_ns())"
 
 
 class Run(NamedTuple):
@@ -37,35 +39,44 @@ class Run(NamedTuple):
 Field = Literal["wall", "cpu", "done", "done_cpu"]
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> Run:
-    """One timed run; a command that fails stops the benchmark."""
+def run_once(argv: list[str], env: dict[str, str], *, done: bool = False) -> Run:
+    """One timed run; ``done``: the command prints a ``DONE`` line, which the run must
+    have. A command that fails, or lacks that line, stops the benchmark."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     spawned = time.monotonic_ns()
     start = time.perf_counter()
     finished = subprocess.run(argv, env=env, capture_output=True, timeout=120)
     wall = (time.perf_counter() - start) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    output = finished.stdout.decode(errors="replace")
     if finished.returncode != 0:
         raise SystemExit(
             f"{' '.join(argv)} exited {finished.returncode}: "
             f"{finished.stderr.decode(errors='replace')}"
         )
     cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
-    last = finished.stdout.decode(errors="replace").strip().rpartition("\n")[2].split()
-    if len(last) != 3 or last[0] != "done":
+    if not done:
         return Run(wall, cpu)
-    return Run(wall, cpu, (int(last[1]) - spawned) / 1e6, int(last[2]) / 1e6)
+    # What the code printed itself comes before the line, anything printed at exit (an
+    # atexit handler) after it.
+    for line in output.splitlines():
+        words = line.split()
+        if len(words) == 3 and words[0] == _MARK and words[1].isdigit() and words[2].isdigit():
+            return Run(wall, cpu, (int(words[1]) - spawned) / 1e6, int(words[2]) / 1e6)
+    raise SystemExit(f"{' '.join(argv)} printed no {_MARK} line: {output[-200:]!r}")
 
 
-def samples(argvs: dict[str, list[str]], env: dict[str, str], rounds: int) -> dict[str, list[Run]]:
+def samples(
+    argvs: dict[str, list[str]], env: dict[str, str], rounds: int, *, done: bool = False
+) -> dict[str, list[Run]]:
     """Each label's runs over ``rounds`` ABBA rounds: run ``i`` of two labels ran in the
-    same round, a few runs apart."""
+    same round, a few runs apart. ``done``: every command ends with ``DONE``."""
     for argv in argvs.values():
-        run_once(argv, env)
+        run_once(argv, env, done=done)
     out: dict[str, list[Run]] = {label: [] for label in argvs}
     for i in range(rounds):
         for label in list(argvs) if i % 2 == 0 else list(argvs)[::-1]:
-            out[label].append(run_once(argvs[label], env))
+            out[label].append(run_once(argvs[label], env, done=done))
     return out
 
 

@@ -12,10 +12,10 @@ and a ``sessions.put`` by redistate (which also checks the server on first conta
 against a private redis-server. Spawn to exit is shown too: it adds the interpreter's
 teardown, which a function frozen after its response does not pay on a request.
 
-The table shows, over ``--rounds`` rounds, the median time to done, and the median of
-each round's differences to ``python -c pass`` and to the line's redis-py counterpart:
-to done, in the child's CPU time by then, and to exit. Differences are taken round by
-round (the two ran in the same round, a few runs apart) because this machine's speed
+The table shows, over ``--rounds`` rounds, the median time to done, and medians of
+each round's differences: to done over ``python -c pass``; over the line's redis-py
+counterpart, to done, in the child's CPU time by then, and to exit. Differences are
+taken round by round (the two ran in the same round, a few runs apart) because this machine's speed
 drifts during a run by more than the difference measured. Nothing is asserted about
 the times.
 """
@@ -71,7 +71,8 @@ Runs = dict[str, list[Run]]
 
 def measure(url: str, env: dict[str, str], rounds: int) -> Runs:
     argvs = {label: [sys.executable, "-c", code + DONE, url] for label, (code, _) in LINES.items()}
-    return samples(argvs, env, rounds)  # the first, untimed run loads the function library
+    # The first, untimed run of each loads the function library into the server.
+    return samples(argvs, env, rounds, done=True)
 
 
 def table(runs: Runs) -> list[Row]:
@@ -83,6 +84,7 @@ def table(runs: Runs) -> list[Row]:
         rows.append(
             {
                 "line": label,
+                # Every run has a done time (measure asks for one); the test is for mypy.
                 "done": statistics.median(r.done for r in own if r.done is not None),
                 "over": paired(own, base, "done"),
                 "vs_done": None if peer is None else paired(own, peer, "done"),
@@ -117,13 +119,16 @@ def main() -> None:
     print(f"python {python}, {os.cpu_count()} CPUs, load {load:.1f}, {rounds} rounds")
     harness.print_table(cols, table(runs), "Cold start: a fresh process each (medians)")
     put, sets = runs["redistate: first put"], runs["redis-py: first SET"]
-    over = paired(put, sets, "done")
-    verdict = "meets" if over <= TARGET_MS else "misses"
+    over, to_exit = paired(put, sets, "done"), paired(put, sets, "wall")
     print(
-        f"\njudgement: start to first put is {over:.1f} ms over raw redis-py's; {verdict} "
-        f"the {TARGET_MS:.0f} ms target (not enforced). To exit, teardown included: "
-        f"{paired(put, sets, 'wall'):.1f} ms."
+        f"\njudgement: start to first put is {over:.1f} ms over raw redis-py's; "
+        f"{_verdict(over)} the {TARGET_MS:.0f} ms target (not enforced). Spawn to exit, "
+        f"teardown included: {to_exit:.1f} ms ({_verdict(to_exit)} it)."
     )
+
+
+def _verdict(ms: float) -> str:
+    return "meets" if ms <= TARGET_MS else "misses"
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from redistate.records.mergelog import COMPACT_AT
 
@@ -256,7 +259,7 @@ def test_cold_start_benchmark_prints_each_line_against_python_and_redis_py() -> 
     ):
         assert f"\n{line} " in done.stdout, line
     assert "judgement: start to first put is" in done.stdout
-    assert "To exit, teardown included:" in done.stdout
+    assert "Spawn to exit, teardown included:" in done.stdout
 
 
 def test_server_time_check_fails_a_row_far_over_its_reference(tmp_path: Path) -> None:
@@ -416,3 +419,37 @@ def test_telemetry_benchmark_reports_off_and_on_in_one_run() -> None:
         assert rows[op][header.index("reads/op")] == "1.00"
         assert float(rows[op][header.index("hooks off ns")].replace(",", "")) > 0
         assert rows[op][header.index("on p50 µs")] and rows[op][header.index("off/none")]
+
+
+def _fresh() -> Any:
+    spec = importlib.util.spec_from_file_location("_fresh", ROOT / "benchmarks" / "_fresh.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_fresh_run_is_timed_to_its_done_line_wherever_its_own_output_ends() -> None:
+    """The start-up benchmarks' timer: the done time comes from the DONE line even when
+    the code printed without a newline before it or an atexit handler prints after it;
+    it lies between spawn and exit."""
+    fresh = _fresh()
+    env = dict(os.environ)
+    codes = (
+        "pass",
+        "print('x', end='')",
+        "import atexit; atexit.register(print, 'fresh-run-done at exit')",
+    )
+    for code in codes:
+        run = fresh.run_once([sys.executable, "-c", code + fresh.DONE], env, done=True)
+        assert 0 < run.done < run.wall, code
+        assert run.done_cpu > 0, code
+    plain = fresh.run_once([sys.executable, "-c", "pass"], env)
+    assert plain.done is None and plain.done_cpu is None
+
+
+def test_a_fresh_run_without_its_done_line_stops_the_benchmark() -> None:
+    fresh = _fresh()
+    for code in ("pass", "print('fresh-run-done 1')", "print('fresh-run-done 1 x')"):
+        with pytest.raises(SystemExit, match="printed no fresh-run-done line"):
+            fresh.run_once([sys.executable, "-c", code], dict(os.environ), done=True)
