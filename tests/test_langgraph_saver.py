@@ -330,11 +330,11 @@ def test_a_bad_user_id_is_refused_and_writes_nothing(
 async def test_a_resent_write_is_applied_once(backend: Backend, namespace: str) -> None:
     """Each saver script is safe to send twice: a put, put_writes or copy whose reply is
     lost is resent by the retry layer and leaves what one send leaves."""
-    from tests._async.test_resends import LostReplies
+    from tests._async.test_resends import SCRIPT, LostReplies
 
     store = AsyncStore(backend.async_client(), namespace=namespace)
     saver = RedisStateSaver(store)
-    lost = LostReplies(store.client, "FCALL")
+    lost = LostReplies(store.client, SCRIPT)
     try:
         app = graph(saver)
         lost.arm(3)  # the first put and put_writes of the run, each resent

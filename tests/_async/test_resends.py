@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import redis
@@ -21,12 +21,19 @@ from redistate.core._io import async_sleep
 from redistate.core.scripts import script
 from tests.conftest import Backend
 
+# A script call, by whichever command the connection runs scripts with: FCALL, or
+# EVALSHA where functions are unavailable (a REST API).
+SCRIPT: Final = ("FCALL", "EVALSHA")
+
 
 class LostReplies:
-    """The next ``times`` commands named ``name`` run, then fail as a lost reply."""
+    """The next ``times`` commands named ``name`` (or any of several names) run, then
+    fail as a lost reply."""
 
-    def __init__(self, client: Any, name: str, between: Callable[[], Any] | None = None) -> None:
-        self.name = name.upper()
+    def __init__(
+        self, client: Any, name: str | tuple[str, ...], between: Callable[[], Any] | None = None
+    ) -> None:
+        self.names = {name.upper()} if isinstance(name, str) else {n.upper() for n in name}
         self.between = between
         self.left = 0
         self.lost = 0
@@ -39,7 +46,7 @@ class LostReplies:
 
     async def _execute_command(self, *args: Any, **options: Any) -> Any:
         result = await self._execute(*args, **options)
-        if self.left > 0 and str(args[0]).upper() == self.name:
+        if self.left > 0 and str(args[0]).upper() in self.names:
             self.left -= 1
             self.lost += 1
             if self.between is not None:
@@ -57,7 +64,7 @@ async def other(backend: Backend, namespace: str) -> AsyncIterator[AsyncStore]:
 
 
 async def test_a_lost_put_reply_returns_the_written_record(store: AsyncStore) -> None:
-    lost = LostReplies(store.client, "FCALL").arm()
+    lost = LostReplies(store.client, SCRIPT).arm()
     rec = await store.sessions.put("s", {"n": 1})
     assert lost.lost == 1 and store._conn.recovered == 1
     got = await store.sessions.get("s")
@@ -70,7 +77,7 @@ async def test_a_resend_after_an_overwrite_is_not_applied_again(
     async def overwrite() -> None:
         await other.sessions.put("s", {"by": "other"})
 
-    LostReplies(store.client, "FCALL", overwrite).arm()
+    LostReplies(store.client, SCRIPT, overwrite).arm()
     rec = await store.sessions.put("s", {"by": "me"})
     got = await other.sessions.get("s")
     assert got is not None and got.data == {"by": "other"}  # the later write stands
@@ -85,7 +92,7 @@ async def test_a_conditional_resend_is_not_a_false_conflict(
     async def overwrite() -> None:
         await other.sessions.put("s", {"n": 100})
 
-    LostReplies(store.client, "FCALL", overwrite).arm()
+    LostReplies(store.client, SCRIPT, overwrite).arm()
     rec = await store.sessions.put("s", {"n": 1}, if_version=first.version)
     assert first.version < rec.version
 
@@ -96,7 +103,7 @@ async def test_a_lost_merge_reply_is_not_merged_twice(store: AsyncStore, other: 
     async def append_elsewhere() -> None:
         await other.users.update("u", lambda d: {"items": [*d["items"], "other"]})
 
-    LostReplies(store.client, "FCALL", append_elsewhere).arm()
+    LostReplies(store.client, SCRIPT, append_elsewhere).arm()
     await store.users.update("u", lambda d: {"items": [*d["items"], "mine"]})
     got = await store.users.get("u")
     assert got is not None and got.data == {"items": ["mine", "other"]}
@@ -110,7 +117,7 @@ async def test_a_merge_resent_after_another_merge_is_not_applied_again(
     async def merge_elsewhere() -> None:
         await other.users.merge("u", {"x": 2})
 
-    lost = LostReplies(store.client, "FCALL", merge_elsewhere).arm()
+    lost = LostReplies(store.client, SCRIPT, merge_elsewhere).arm()
     rec = await store.users.merge("u", {"x": 1, "mine": True})
     assert lost.lost == 1 and store._conn.recovered == 1
     got = await store.users.get("u")
@@ -129,7 +136,7 @@ async def test_a_merge_resent_after_its_record_was_deleted_reports_its_own_versi
         later.append((await other.users.merge("u", {"seen": 1})).version)
         assert await other.users.delete("u")
 
-    LostReplies(store.client, "FCALL", merge_then_delete).arm()
+    LostReplies(store.client, SCRIPT, merge_then_delete).arm()
     rec = await store.users.merge("u", {"plan": "pro"})
     assert await store.users.get("u") is None  # not brought back
     # Its own version (the delete remembers the header's id without overwriting it),
@@ -154,7 +161,7 @@ async def test_a_put_resent_after_its_record_was_re_encoded_is_not_applied_again
         assert await other._conn.script(script("record_compact"), compact_keys, args.argv())
         await other.sessions.put("s", {"by": "later"})
 
-    LostReplies(store.client, "FCALL", re_encode).arm()
+    LostReplies(store.client, SCRIPT, re_encode).arm()
     rec = await store.sessions.put("s", {"by": "me"})
     got = await other.sessions.get("s")
     assert got is not None and got.data == {"by": "later"}  # the later write stands
@@ -167,7 +174,7 @@ async def test_a_resent_event_append_is_appended_once(store: AsyncStore, other: 
     async def append_elsewhere() -> None:
         await other.events.append("t", "other", 2)
 
-    LostReplies(store.client, "FCALL", append_elsewhere).arm()
+    LostReplies(store.client, SCRIPT, append_elsewhere).arm()
     mine = await store.events.append("t", "mine", 1)
     events = await store.events.read("t")
     assert [e.type for e in events] == ["first", "mine", "other"]  # not twice
@@ -181,7 +188,7 @@ async def test_a_put_resent_after_a_merge_patched_its_record_is_not_applied_agai
     async def merge_elsewhere() -> None:
         await other.users.merge("u", {"by": "merge"})  # turns the plain record into M1
 
-    LostReplies(store.client, "FCALL", merge_elsewhere).arm()
+    LostReplies(store.client, SCRIPT, merge_elsewhere).arm()
     rec = await store.users.put("u", {"by": "put", "n": 1})
     got = await store.users.get("u")
     assert got is not None and got.data == {"by": "merge", "n": 1}
@@ -194,7 +201,7 @@ async def test_a_put_resent_after_a_delete_does_not_bring_it_back(
     async def delete() -> None:
         assert await other.sessions.delete("s") is True
 
-    LostReplies(store.client, "FCALL", delete).arm()
+    LostReplies(store.client, SCRIPT, delete).arm()
     await store.sessions.put("s", {"n": 1})
     assert await other.sessions.get("s") is None
 
@@ -207,7 +214,7 @@ async def test_a_resent_delete_reports_what_it_deleted(
     async def recreate() -> None:
         await other.sessions.put("s", {"n": "new"})
 
-    LostReplies(store.client, "FCALL", recreate).arm()
+    LostReplies(store.client, SCRIPT, recreate).arm()
     assert await store.sessions.delete("s") is True
     got = await other.sessions.get("s")
     assert got is not None and got.data == {"n": "new"}  # the resend did not delete it
@@ -215,7 +222,7 @@ async def test_a_resent_delete_reports_what_it_deleted(
 
 async def test_a_resent_conditional_delete_is_not_a_false_conflict(store: AsyncStore) -> None:
     rec = await store.sessions.put("s", {"n": 1})
-    LostReplies(store.client, "FCALL").arm()
+    LostReplies(store.client, SCRIPT).arm()
     assert await store.sessions.delete("s", if_version=rec.version) is True
 
 
@@ -228,7 +235,7 @@ async def test_a_guarded_write_resent_after_the_lease_was_lost_reports_it_was_ma
         await other.client.delete(store.keys.lock("t"))  # the lease expires
         await other.lock("t", ttl=30, renew=False).acquire()
 
-    LostReplies(store.client, "FCALL", take_over).arm()
+    LostReplies(store.client, SCRIPT, take_over).arm()
     cp = await store.checkpoints.save("t", {"step": 1}, lease=lease)
     latest = await other.checkpoints.latest("t")
     assert latest is not None and latest.id == cp.id and latest.fence == lease.fence
@@ -246,7 +253,7 @@ async def test_a_resent_delta_is_logged_once_even_after_a_save(
         assert restored is not None
         await other.checkpoints.save("t", restored.state)
 
-    LostReplies(store.client, "FCALL", save_with_it).arm()
+    LostReplies(store.client, SCRIPT, save_with_it).arm()
     await store.checkpoints.log("t", {"n": 1, "once": True})
     restored = await other.checkpoints.restore("t")
     assert restored is not None and restored.state == {"n": 1, "once": True}
@@ -254,7 +261,7 @@ async def test_a_resent_delta_is_logged_once_even_after_a_save(
 
 
 async def test_a_resent_checkpoint_save_is_saved_once(store: AsyncStore) -> None:
-    LostReplies(store.client, "FCALL").arm()
+    LostReplies(store.client, SCRIPT).arm()
     cp = await store.checkpoints.save("t", {"n": 1})
     history = await store.checkpoints.history("t")
     assert [c.id for c in history] == [cp.id]
@@ -262,14 +269,14 @@ async def test_a_resent_checkpoint_save_is_saved_once(store: AsyncStore) -> None
 
 async def test_a_resent_task_delete_reports_it_deleted(store: AsyncStore) -> None:
     await store.checkpoints.save("t", {"n": 1})
-    LostReplies(store.client, "FCALL").arm()
+    LostReplies(store.client, SCRIPT).arm()
     assert await store.checkpoints.delete("t") is True
 
 
 async def test_a_resent_acquire_reports_the_lease_taken(
     store: AsyncStore, other: AsyncStore
 ) -> None:
-    LostReplies(store.client, "FCALL").arm()
+    LostReplies(store.client, SCRIPT).arm()
     lease = await store.lock("t", ttl=30, renew=False).acquire()
     assert lease.fence is not None and lease.remaining > 0
     with pytest.raises(Exception, match="still held"):
@@ -282,7 +289,7 @@ async def test_a_resent_release_is_not_reported_as_lost(
 ) -> None:
     lease = await store.lock("t", ttl=30, renew=False).acquire()
     held = lease.fence
-    LostReplies(store.client, "FCALL").arm()
+    LostReplies(store.client, SCRIPT).arm()
     await lease.release()  # no LockLost: the first send released it
     taken = await other.lock("t", ttl=30, wait=0).acquire()
     assert taken.fence is not None and held is not None and taken.fence > held
@@ -301,7 +308,7 @@ async def test_a_resent_delete_of_an_old_record_is_still_recognised(
         for i in range(30):  # overwrites trim the memory (one in eight at random)
             await other.sessions.put("s", {"n": "new", "i": i})
 
-    LostReplies(store.client, "FCALL", recreate_and_rewrite).arm()
+    LostReplies(store.client, SCRIPT, recreate_and_rewrite).arm()
     assert await store.sessions.delete("s") is True
     got = await other.sessions.get("s")
     assert got is not None and got.data == {"n": "new", "i": 29}
@@ -315,7 +322,7 @@ async def test_a_put_resent_after_its_record_expired_is_not_applied_again(
     async def expire() -> None:
         backend.raw().delete(key)  # as if its 2 s TTL ran out before the resend
 
-    LostReplies(store.client, "FCALL", expire).arm()
+    LostReplies(store.client, SCRIPT, expire).arm()
     rec = await store.sessions.put("s", {"n": 1}, if_version=0, ttl=2)
     assert rec.version > 0 and await store.sessions.get("s") is None
 
@@ -329,7 +336,7 @@ async def test_a_resent_release_after_a_quick_hand_off_is_not_lost(
         taken = await other.lock("t", ttl=30, wait=0).acquire()
         await taken.release()
 
-    LostReplies(store.client, "FCALL", hand_off).arm()
+    LostReplies(store.client, SCRIPT, hand_off).arm()
     await lease.release()
     assert not lease.lost.is_set()
 
@@ -340,7 +347,7 @@ async def test_a_save_resent_after_the_task_was_deleted_does_not_bring_it_back(
     async def delete() -> None:
         assert await other.checkpoints.delete("t") is True
 
-    LostReplies(store.client, "FCALL", delete).arm()
+    LostReplies(store.client, SCRIPT, delete).arm()
     cp = await store.checkpoints.save("t", {"n": 1}, phase="p")
     assert cp.seq == 0 and cp.state == {"n": 1} and cp.phase == "p"  # saved, now gone
     assert await other.checkpoints.restore("t") is None
@@ -358,7 +365,7 @@ async def test_a_first_try_that_fails_after_the_deadline_is_not_resent(
     async def wait_past_the_deadline() -> None:
         await async_sleep(0.3)
 
-    LostReplies(store.client, "FCALL", wait_past_the_deadline).arm()
+    LostReplies(store.client, SCRIPT, wait_past_the_deadline).arm()
     with pytest.raises(StoreUnavailable, match="after 1 tries"):
         await store.sessions.put("s", {"n": 1})
     assert store._conn.resends == 0
@@ -374,7 +381,7 @@ async def test_reads_are_retried(store: AsyncStore) -> None:
 
 async def test_without_retries_a_lost_reply_is_an_error(backend: Backend, namespace: str) -> None:
     store = AsyncStore(backend.async_client(), namespace=namespace, retry=RetryPolicy(attempts=1))
-    LostReplies(store.client, "FCALL").arm()
+    LostReplies(store.client, SCRIPT).arm()
     with pytest.raises(StoreUnavailable, match="reply lost") as info:
         await store.sessions.put("s", {"n": 1})
     assert isinstance(info.value.__cause__, redis.ConnectionError)
@@ -506,7 +513,7 @@ async def test_a_resent_fold_named_like_the_value_it_read_does_not_fold_twice(
     wid = raw.split(b"\n", 1)[0].rsplit(b",", 1)[1].decode()
     compaction = spec.compaction(key, raw)  # what _refold reads
     await other.users.merge("u", {"b": "x" * 200})  # appended after the read
-    lost = LostReplies(store.client, "FCALL").arm()
+    lost = LostReplies(store.client, SCRIPT).arm()
     await store.users._compact(key, compaction, wid)  # as _refold does for that merge
     assert lost.lost == 1 and store._conn.recovered == 1
     got = await other.users.get("u")
@@ -530,14 +537,15 @@ async def test_a_resealed_delta_resent_after_a_save_is_not_logged_again(
         async def save_meanwhile() -> None:
             await store.checkpoints.save("t", {"n": 2})
 
-        lost = LostReplies(store.client, "FCALL", save_meanwhile)
-        execute, name = lost._execute_command, script("checkpoint_log").function
+        lost = LostReplies(store.client, SCRIPT, save_meanwhile)
+        log = script("checkpoint_log")
+        execute, calls = lost._execute_command, {("FCALL", log.function), ("EVALSHA", log.sha)}
         armed = False
 
         async def second_lost(*args: Any, **options: Any) -> Any:
             nonlocal armed
             reply = await execute(*args, **options)
-            if not armed and str(args[0]).upper() == "FCALL" and args[1] == name:
+            if not armed and (str(args[0]).upper(), args[1]) in calls:
                 armed = True  # the first send was refused (resealed): lose the next one's
                 lost.arm()
             return reply
