@@ -25,6 +25,8 @@ from redistate.adk import RedistateSessionService
 from tests.conftest import Backend
 from tests.erasure_frameworks import erase
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 APP = "chat"
 
 

@@ -39,6 +39,8 @@ from tests.conftest import Backend
 from tests.roundtrips import RoundTrips
 from tests.test_properties import same
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 Op = tuple[str, Any]
 
 

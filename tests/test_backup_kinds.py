@@ -38,6 +38,8 @@ from tests.test_cli_backup import (
     delete_namespace,
 )
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 HOUR_US = 3600 * 10**6
 EVENTS, TASK, GRAPH = kinds.EVENTS.name, kinds.TASK.name, kinds.GRAPH.name
 AGENTS, USER_INDEX = kinds.AGENTS.name, kinds.USER_INDEX.name

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 from redis.crc import key_slot
@@ -17,6 +18,8 @@ from redistate import EncryptedCodec, Store
 from redistate.langgraph import RedisStateSaver
 from tests.conftest import Backend
 from tests.servers import redis_binary, start_cluster, start_server
+
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
 
 
 def export(store: Store, path: Path) -> Any:

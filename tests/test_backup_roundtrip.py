@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
@@ -35,6 +36,8 @@ from redistate.agents import RedistateSession
 from redistate.core import kinds
 from redistate.langgraph import RedisStateSaver, RedistateStore
 from tests.conftest import Backend
+
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
 
 EXAMPLES: Final = 12  # per backend: each example is a few dozen round trips, three files
 # The file holds whole ms: on the way from one export to the next, each of these

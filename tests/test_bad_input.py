@@ -40,6 +40,8 @@ from redistate.core.codec import MAX_DEPTH
 from redistate.core.keys import MAX_ID_BYTES
 from tests.conftest import BACKENDS, Backend, _backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 MAX_BYTES = 4096  # the store's max_bytes (sessions, users)
 NOTES_MAX = 512  # the "notes" collection's own max_bytes
 CP_MAX = 4096  # checkpoint_max_bytes

@@ -18,6 +18,8 @@ from redistate import Store
 from tests import workers
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 ROOT = Path(__file__).parent.parent
 
 

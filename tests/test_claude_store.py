@@ -40,6 +40,8 @@ from tests.conftest import Backend
 from tests.erasure_frameworks import erase
 from tests.proxy import FaultProxy
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 Make = Callable[[str], Awaitable[RedistateSessionStore]]
 KEY: Any = {"project_key": "p", "session_id": "s"}
 

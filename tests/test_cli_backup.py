@@ -24,6 +24,8 @@ from tests.backup_edits import Lines, edit_line
 from tests.cli import run
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 # Redis and Valkey keep whole ms, as the clock readings here do: their bounds below are
 # exact. fakeredis keeps float seconds and rounds PTTL to the nearest ms: the rounding of
 # each reading and of each export/import step adds up to at most this much.

@@ -21,6 +21,8 @@ from redistate.langgraph import RedistateStore
 from tests.cli import run
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def stats(backend: Backend, namespace: str, *options: str) -> dict[str, dict[str, Any]]:
     """kind -> its JSON line, from the CLI (or, embedded, from the function it calls)."""

@@ -18,6 +18,8 @@ from redistate.agents import RedistateSession
 from redistate.langgraph import RedisStateSaver
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 INVOCATIONS = 100
 
 

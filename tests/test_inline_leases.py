@@ -16,6 +16,8 @@ from redistate import Store
 from tests import spawn
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def _worker(url: str, namespace: str, mode: str, event: str) -> subprocess.Popen[bytes]:
     return spawn.module("inline_worker", url, namespace, mode, event)

@@ -20,6 +20,8 @@ from redistate import AsyncStore, Store
 from redistate.langgraph import RedisStateSaver
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 @pytest.mark.parametrize("flavour", ["async", "sync"])
 def test_the_conformance_suite_reports_full(

@@ -22,6 +22,8 @@ from redistate.langgraph import RedisStateSaver
 from tests.conftest import Backend, raw_keys
 from tests.roundtrips import RoundTrips
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 class State(TypedDict):
     steps: Annotated[list[str], operator.add]

@@ -29,6 +29,8 @@ from redistate import AsyncStore, Store
 from redistate.langgraph import RedistateStore
 from tests.conftest import Backend, raw_keys
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def value(item: Item | None) -> Any:
     """The value of an item that must be there."""

@@ -19,6 +19,8 @@ from redistate.admin.backup_format import BadFile
 from redistate.langgraph import RedistateStore
 from tests.conftest import Backend, raw_keys
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 Line = dict[str, Any]
 
 

@@ -19,6 +19,8 @@ from redistate.core.codec import MAX_DEPTH
 from tests.conftest import Backend
 from tests.unit.test_mergepatch import RFC_7386_EXAMPLES
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 # -- strict equality and the reference merge ----------------------------------------------
 
 

@@ -41,6 +41,8 @@ from tests.erasure_frameworks import erase
 from tests.proxy import FaultProxy
 from tests.workers import pai_turn
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 Make = Callable[..., Awaitable[RedistateConversationStore]]
 
 

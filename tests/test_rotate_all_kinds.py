@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+import pytest
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
 
@@ -29,6 +30,8 @@ from redistate.core.kinds import Kind, Op
 from redistate.core.scripts import script
 from redistate.langgraph import RedistateStore
 from tests.conftest import Backend
+
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
 
 A, B = os.urandom(32), os.urandom(32)
 S1, S2 = os.urandom(32), os.urandom(32)

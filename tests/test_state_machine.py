@@ -21,6 +21,8 @@ from redistate import DEFAULT, ConflictError, Record, Store
 from redistate.records.mergepatch import merge_patch
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 ENTITIES = ("a", "b{c}", "*")
 IDS = st.sampled_from(ENTITIES)
 LEAVES = (

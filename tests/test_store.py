@@ -20,6 +20,8 @@ from redistate import AsyncStore, IntegrityError, RetryPolicy, Store, StoreUnava
 from tests.conftest import Backend
 from tests.servers import Server, free_port
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def test_unreachable_server_names_the_address() -> None:
     port = free_port()

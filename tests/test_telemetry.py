@@ -28,6 +28,8 @@ from tests.conftest import Backend
 from tests.proxy import FaultProxy
 from tests.telemetry import Seen
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def test_a_put_is_one_client_span_with_the_database_conventions(
     server_backend: Backend, namespace: str, seen: Seen

@@ -1,6 +1,7 @@
 """The REST transport (redistate.core.rest) against the Upstash REST emulator, in front
-of a real Redis 7: what only a REST API does. The contract modules marked ``over_rest``
-run on it too (the "upstash" backend)."""
+of a real Redis 7: what only a REST API does. The modules marked ``over_rest`` (the
+contract suite, resends, bad input, backups and the adapters' own suites) run on it
+too (the "upstash" backend)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from redistate import AsyncStore
@@ -16,6 +17,8 @@ from redistate.core import kinds
 from redistate.core.scripts import script
 from tests._async.test_resends import SCRIPT
 from tests.conftest import Backend
+
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
 
 _HEAD = b":head"
 

@@ -21,6 +21,8 @@ from redistate.core._io import async_sleep
 from redistate.core.scripts import script
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 # A script call, by whichever command the connection runs scripts with: FCALL, or
 # EVALSHA where functions are unavailable (a REST API).
 SCRIPT: Final = ("FCALL", "EVALSHA")

@@ -28,6 +28,8 @@ from redistate.core.scripts import names, script
 from redistate.records.mergelog import COMPACT_AT
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 class Recorder:
     def __init__(self) -> None:

@@ -8,6 +8,8 @@ import pytest
 from redistate import AsyncStore, IntegrityError
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 async def test_the_id_list_lost_restore_skips_and_the_next_save_repairs(
     store: AsyncStore, backend: Backend

@@ -10,6 +10,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from redistate import Store
@@ -17,6 +18,8 @@ from redistate.core import kinds
 from redistate.core.scripts import script
 from tests._sync.test_resends import SCRIPT
 from tests.conftest import Backend
+
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
 
 _HEAD = b":head"
 

@@ -16,6 +16,8 @@ from redistate.core.durability import DEFAULT
 from redistate.core.scripts import script
 from tests.conftest import Backend, _backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 @pytest.fixture(params=["cluster", "sentinel"])
 def replicated(request: pytest.FixtureRequest, namespace: str) -> Iterator[Store]:

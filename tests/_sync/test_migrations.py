@@ -13,6 +13,8 @@ from redistate import Store, InvalidId, SchemaError
 from redistate.core.envelope import unpack
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def split_name(data: Any) -> Any:
     first, _, last = data.pop("name").partition(" ")

@@ -9,6 +9,8 @@ from redistate import Store, LockLost, LockTimeout
 from tests.conftest import Backend
 from tests.roundtrips import server_reads
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def test_a_first_run_starts_empty_and_a_second_resumes(store: Store) -> None:
     with store.task("t1") as run:

@@ -9,6 +9,8 @@ import pytest
 from redistate import Store, IntegrityError
 from tests.conftest import Backend
 
+pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
+
 
 def test_the_id_list_lost_restore_skips_and_the_next_save_repairs(
     store: Store, backend: Backend
