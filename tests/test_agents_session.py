@@ -517,14 +517,14 @@ async def test_a_lost_pop_reply_returns_what_was_popped(
     async def add_elsewhere() -> None:
         await open_session("s", store=other).add_items(["theirs"])
 
-    LostReplies(store.client, SCRIPT, add_elsewhere).arm()
+    lost = LostReplies(store.client, SCRIPT, add_elsewhere).arm()
     assert await session.pop_item() == "second"
-    assert await session.get_items() == ["first", "theirs"]
+    assert lost.lost == 1 and await session.get_items() == ["first", "theirs"]
     # A pop of an empty session, resent after an add, still finds it was empty.
     await session.clear_session()
-    LostReplies(store.client, SCRIPT, add_elsewhere).arm()
+    lost = LostReplies(store.client, SCRIPT, add_elsewhere).arm()
     assert await session.pop_item() is None
-    assert await session.get_items() == ["theirs"]
+    assert lost.lost == 1 and await session.get_items() == ["theirs"]
 
 
 async def test_a_lost_clear_reply_keeps_what_was_added_since(
@@ -536,9 +536,9 @@ async def test_a_lost_clear_reply_keeps_what_was_added_since(
     async def add_elsewhere() -> None:
         await open_session("s", store=other).add_items(["new"])
 
-    LostReplies(store.client, SCRIPT, add_elsewhere).arm()
+    lost = LostReplies(store.client, SCRIPT, add_elsewhere).arm()
     await session.clear_session()
-    assert await session.get_items() == ["new"]
+    assert lost.lost == 1 and await session.get_items() == ["new"]
 
 
 async def test_without_retries_nothing_is_remembered(

@@ -11,8 +11,8 @@ tests/test_faults.py.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Callable
-from typing import Any, Final
+from collections.abc import Iterator, Callable, Iterator
+from typing import Any, ClassVar, Final
 
 import pytest
 import redis
@@ -33,6 +33,8 @@ class LostReplies:
     """The next ``times`` commands named ``name`` (or any of several names) run, then
     fail as a lost reply."""
 
+    made: ClassVar[list[LostReplies]] = []  # checked after each test of this module
+
     def __init__(
         self, client: Any, name: str | tuple[str, ...], between: Callable[[], Any] | None = None
     ) -> None:
@@ -42,6 +44,7 @@ class LostReplies:
         self.lost = 0
         self._execute = client.execute_command
         client.execute_command = self._execute_command  # shadows the method
+        LostReplies.made.append(self)
 
     def arm(self, times: int = 1) -> LostReplies:
         self.left = times
@@ -56,6 +59,16 @@ class LostReplies:
                 self.between()
             raise redis.ConnectionError("reply lost on purpose by the test")
         return result
+
+
+@pytest.fixture(autouse=True)
+def every_armed_reply_is_lost() -> Iterator[None]:
+    """A scenario whose reply was never lost would pass without testing a resend (a
+    command named wrongly for the backend, say): each armed loss must have happened."""
+    LostReplies.made.clear()
+    yield
+    for lost in LostReplies.made:
+        assert lost.left == 0, f"{lost.left} armed loss(es) of {sorted(lost.names)} never happened"
 
 
 @pytest.fixture
@@ -395,7 +408,7 @@ def test_without_retries_a_lost_reply_is_an_error(backend: Backend, namespace: s
 def test_retries_stop_at_the_attempt_bound(backend: Backend, namespace: str) -> None:
     policy = RetryPolicy(attempts=3, base=0.001, cap=0.001)
     store = Store(backend.sync_client(), namespace=namespace, retry=policy)
-    lost = LostReplies(store.client, "GET").arm(10)
+    lost = LostReplies(store.client, "GET").arm(3)  # a 4th try, were there one, would succeed
     with pytest.raises(StoreUnavailable, match="after 3 tries") as info:
         store.sessions.get("s")
     assert lost.lost == 3 and isinstance(info.value.__cause__, redis.ConnectionError)
