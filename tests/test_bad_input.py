@@ -38,7 +38,7 @@ from redistate.core._io import AwaitableInSync
 from redistate.core._ttl import MAX_TTL_SECONDS
 from redistate.core.codec import MAX_DEPTH
 from redistate.core.keys import MAX_ID_BYTES
-from tests.conftest import BACKENDS, Backend, _backend
+from tests.conftest import REST_BACKENDS, Backend, _backend
 
 pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
 
@@ -143,7 +143,7 @@ def world(backend: Backend, namespace: str) -> Iterator[World]:
     _close(w)
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=REST_BACKENDS)
 def shared_world(request: pytest.FixtureRequest) -> Iterator[World]:
     """One seeded namespace per backend for the bulk of the cases, which must not change
     it (each case checks that for itself): seeding per case would cost most of the run."""
