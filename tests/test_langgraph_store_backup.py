@@ -135,6 +135,31 @@ def test_a_newer_stored_item_refuses_its_namespace_unless_forced(
     assert value(memory.get(("users", "u1"), "extra")) == {"v": 3}  # kept: never deleted
 
 
+def test_a_different_item_of_the_same_millisecond_is_not_taken_as_older(
+    stores: tuple[Store, Any], tmp_path: Path
+) -> None:
+    """Times are whole ms, and a put right after an export can share its ms (an export
+    takes under one): the file's item then differs from the stored one at the same
+    time, and only --force may replace it."""
+    source, _ = stores
+    memory = RedistateStore(source)
+    memory.put(("users", "u1"), "profile", {"v": 1})
+    lines = export(source, tmp_path / "a.jsonl")
+    at = next(n for n, line in enumerate(lines) if line.get("id") == "users.u1")
+    item = lines[at]["items"][0]
+    other = {**item, "value": base64.b64encode(b'{"v":0}').decode()}
+    lines[at] = {**lines[at], "items": [other]}
+    path = rewrite(tmp_path / "b.jsonl", lines)
+
+    report = source.admin.import_file(path)
+
+    assert report.refused == ["memory users.u1"] and not report.imported["memory"]
+    assert value(memory.get(("users", "u1"), "profile")) == {"v": 1}
+    forced = source.admin.import_file(path, force=True)
+    assert forced.imported["memory"] == 1
+    assert value(memory.get(("users", "u1"), "profile")) == {"v": 0}
+
+
 def value(item: Any) -> Any:
     assert item is not None
     return item.value

@@ -1,5 +1,7 @@
 --[[ import_memory: restore one exported namespace of the LangGraph store (its items,
-_memory.lua describes the keys) unless the store holds a newer version of one of them.
+_memory.lua describes the keys) unless the store holds a newer version of one of them:
+one updated later, or in the same millisecond but different (times are whole ms, and a
+put right after an export can share its ms: only an identical item is the file's).
 KEYS[1..2] the namespace's items and exp, see _memory.lua
 KEYS[3]  tomb: the registry generation a sweep saw when it found the namespace empty
 ARGV[1]  the generation memory_announce gave the namespace just before ("0": none)
@@ -7,7 +9,8 @@ ARGV[2]  "1" = overwrite newer stored items too (--force), "0" = refuse them
 ARGV[3…] sextuples, one per item: key, created ms, updated ms, ttl ms ("0": none), ms
          it has left ("0" exactly when ttl is "0"), value (as the store's codec encoded it)
 returns  {1, n}: written, n items changed (0: all were stored as the file has them);
-         {0, n}: refused, n stored items are newer than the file's (nothing changed);
+         {0, n}: refused, n stored items are newer than the file's, or as new and
+         different (nothing changed);
          {0, "unannounced"}: the namespace has no item and a sweep may be forgetting
          its announcement: announce again and resend (nothing changed).
          Stored items the file does not name are kept.
@@ -43,9 +46,12 @@ for i = 3, #ARGV, 6 do
   local value = ARGV[i + 1] .. ':' .. ARGV[i + 2] .. ':' .. ARGV[i + 3] .. ':' .. ARGV[i + 5]
   local old = redis.call('HGET', KEYS[1], key)
   if rs_mem_live(key, old, now) then
-    local updated = tonumber(string.match(old, '^%d+:(%d+):'))
-    if updated > tonumber(ARGV[i + 2]) then newer = newer + 1 end
-    if old == value then value = false end  -- the same item: its expiry stays
+    local updated, file = tonumber(string.match(old, '^%d+:(%d+):')), tonumber(ARGV[i + 2])
+    if old == value then
+      value = false  -- the same item: its expiry stays
+    elseif updated >= file then
+      newer = newer + 1
+    end
   end
   wanted[#wanted + 1] = {key, value, ARGV[i + 4]}
 end
