@@ -6,7 +6,8 @@ Inside ``redistate.graceful()`` it owns the task ``job`` (lease ttl 60 s, waitin
 its number to the raw list ``<NS>:effects:{job}``, and after each step the run's state
 records the next one. On entry it prints ``entered <phase> <state>``; after step
 ``s1`` (when the state says ``{"next": 2}`` was not there before) it prints ``mid`` and
-waits for a signal. A run that finishes prints ``finished``.
+waits for a signal. A run that finishes prints ``finished``. Modes ``set_name``,
+``finaliser`` and ``failing_handover`` signal themselves where a stop could be lost.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import time
 from typing import Any
 
 import orjson
@@ -72,9 +74,63 @@ def wait_sync(url: str, namespace: str) -> None:
             print("entered", flush=True)
 
 
+def _work() -> None:
+    """The worker's next call, a long one (a tool's): the stop, sent again once the
+    spot where it would be lost is left, ends it."""
+    time.sleep(30)
+    print("worked", flush=True)
+
+
+def stop_in_set_name() -> None:
+    """SIGTERM handled while a class is made (as at a lazy import): Python before 3.12
+    would turn the stop raised there into a RuntimeError (exit 1, a traceback)."""
+
+    class Stops:
+        def __set_name__(self, owner: type, name: str) -> None:
+            signal.raise_signal(signal.SIGTERM)  # the handler runs here
+            self.name = name
+
+    with graceful():
+
+        class Made:
+            field = Stops()
+
+        _work()
+
+
+def stop_in_finaliser() -> None:
+    """SIGTERM handled in a ``__del__``, which Python would only report ("Exception
+    ignored") and go on."""
+
+    class Drops:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGTERM)  # the handler runs here
+
+    with graceful():
+        Drops()  # dropped at once
+        _work()
+
+
+def stop_in_failing_handover() -> None:
+    """SIGTERM held back by a hand-over section that then fails (a wait that timed out,
+    a connection error): the stop is raised, not the section's error."""
+    from redistate.core.errors import LockTimeout
+    from redistate.steps.shutdown import deferred
+
+    with graceful(), deferred():
+        signal.raise_signal(signal.SIGTERM)  # held back
+        raise LockTimeout("the section's own error")
+
+
 def main() -> None:
     url, namespace, mode = sys.argv[1:4]
-    if mode == "wait":
+    if mode == "set_name":
+        stop_in_set_name()
+    elif mode == "finaliser":
+        stop_in_finaliser()
+    elif mode == "failing_handover":
+        stop_in_failing_handover()
+    elif mode == "wait":
         wait_sync(url, namespace)
     elif mode == "sync":
         run_sync(url, namespace)

@@ -22,10 +22,8 @@ __all__ = [
     "sync_waiting",
     "async_waiting",
     "sync_stop_pending",
-    "sync_raise_stop",
     "sync_handover",
     "async_stop_pending",
-    "async_raise_stop",
     "async_handover",
     "AsyncWithGuard",
     "AwaitableInSync",
@@ -239,7 +237,8 @@ def async_handover() -> contextlib.AbstractContextManager[None]:
 
 
 def sync_handover() -> contextlib.AbstractContextManager[None]:
-    """Sync: a stop (redistate.graceful()) asked meanwhile waits for it to end."""
+    """Sync: a stop (redistate.graceful()) asked meanwhile waits for it to end, and is
+    raised as it ends."""
     from ..steps.shutdown import deferred
 
     return deferred()
@@ -255,16 +254,6 @@ def sync_waiting() -> contextlib.AbstractContextManager[None]:
     from ..steps.shutdown import waiting
 
     return waiting()
-
-
-def async_raise_stop() -> None:
-    """Raise the stop a hand-over held back (sync only)."""
-
-
-def sync_raise_stop() -> None:
-    from ..steps.shutdown import raise_deferred
-
-    raise_deferred()
 
 
 def async_stop_pending() -> bool:

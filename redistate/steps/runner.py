@@ -19,7 +19,6 @@ from ..core._io import (
     sync_confirm,
     sync_finish,
     sync_handover,
-    sync_raise_stop,
     sync_resolve,
     sync_stop_pending,
 )
@@ -294,7 +293,8 @@ class TaskRun(WithGuard):
     def __enter__(self) -> TaskRun:
         # The reads go with the acquire: one round trip when the lease is free.
         checkpoints = self._store.checkpoints
-        with sync_handover():  # a stop asked meanwhile comes after, lease released
+        # Sync: a stop asked meanwhile is raised as the section ends, the lease released.
+        with sync_handover():
             read = self.lease._acquire(checkpoints._entry_reads(self.task_id))
             try:
                 restored, self._steps = checkpoints._entered(self.task_id, read)
@@ -303,7 +303,6 @@ class TaskRun(WithGuard):
                 raise
             if sync_stop_pending():
                 sync_finish(self.lease.release, _kept)
-        sync_raise_stop()
         if restored is not None:
             self.state, self.checkpoint = restored.state, restored.checkpoint
             self.skipped = restored.skipped
@@ -317,9 +316,8 @@ class TaskRun(WithGuard):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        with sync_handover():  # a stop asked meanwhile waits for the release
+        with sync_handover():  # sync: a stop asked meanwhile waits for the release
             self._exit(exc)
-        sync_raise_stop()
 
     def _exit(self, exc: BaseException | None) -> None:
         told = self.lease._reported  # the block already heard (and maybe caught) a LockLost

@@ -18,7 +18,6 @@ from ..core._io import (
     async_confirm,
     async_finish,
     async_handover,
-    async_raise_stop,
     async_resolve,
     async_stop_pending,
 )
@@ -293,7 +292,8 @@ class AsyncTaskRun(AsyncWithGuard):
     async def __aenter__(self) -> AsyncTaskRun:
         # The reads go with the acquire: one round trip when the lease is free.
         checkpoints = self._store.checkpoints
-        with async_handover():  # a stop asked meanwhile comes after, lease released
+        # Sync: a stop asked meanwhile is raised as the section ends, the lease released.
+        with async_handover():
             read = await self.lease._acquire(checkpoints._entry_reads(self.task_id))
             try:
                 restored, self._steps = await checkpoints._entered(self.task_id, read)
@@ -302,7 +302,6 @@ class AsyncTaskRun(AsyncWithGuard):
                 raise
             if async_stop_pending():
                 await async_finish(self.lease.release, _kept)
-        async_raise_stop()
         if restored is not None:
             self.state, self.checkpoint = restored.state, restored.checkpoint
             self.skipped = restored.skipped
@@ -316,9 +315,8 @@ class AsyncTaskRun(AsyncWithGuard):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        with async_handover():  # a stop asked meanwhile waits for the release
+        with async_handover():  # sync: a stop asked meanwhile waits for the release
             await self._exit(exc)
-        async_raise_stop()
 
     async def _exit(self, exc: BaseException | None) -> None:
         told = self.lease._reported  # the block already heard (and maybe caught) a LockLost

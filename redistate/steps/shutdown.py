@@ -11,7 +11,11 @@ number, as a process the signal killed, with no traceback.
 
 Sync: the handler raises :class:`Shutdown` in the main thread, wherever it is (a tool
 call, a wait), except inside a task run's own hand-over work (taking the lease and
-restoring, saving and releasing it): there the stop waits for that work to end. Async:
+restoring, saving and releasing it): there the stop waits for that work to end, and is
+raised as it ends, whatever it ends with. Nor is a stop lost where Python would only
+report it (a ``__del__``, another finaliser) or turn it into a RuntimeError (under
+``__set_name__`` before 3.12, as a class is made at import): it is raised as soon as
+that call returns. Async:
 the handler cancels the task that entered the block; the run's exit sees that
 cancellation as the stop (its release runs to the end whatever cancels it), and the
 block ends by raising ``Shutdown``. Once asked, a stop stays asked for the process
@@ -25,7 +29,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -46,6 +53,8 @@ class _Stop:
 
     signum: int | None = None
     raised = False  # Shutdown has been raised (once is enough)
+    again = False  # put off where it would be lost: sent again once it would not be
+    later: threading.Thread | None = None  # what sends it again
     depth = 0  # hand-over sections running (sync)
     waiting = 0  # waits for a lease inside them: holding nothing, a stop ends them
 
@@ -85,6 +94,7 @@ def deferred() -> Iterator[None]:
         yield
     finally:
         _stop.depth -= 1
+        raise_deferred()  # also when the section fails: the stop replaces its error
 
 
 @contextlib.contextmanager
@@ -99,6 +109,53 @@ def waiting() -> Iterator[None]:
         yield
     finally:
         _stop.waiting -= 1
+
+
+def _lost_here(frame: FrameType | None) -> bool:
+    """Whether an exception raised in ``frame`` would not end the process as itself:
+    Python only reports one raised under a ``__del__`` (or in the hook that reports
+    it) and goes on, and before 3.12 turns one raised under ``__set_name__`` (as a
+    class is made) into a RuntimeError, which exits 1 with a traceback."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__del__" or code is graceful._swallowed.__code__:
+            return True
+        if code.co_name == "__set_name__" and sys.version_info < (3, 12):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _call_again(signum: int) -> None:
+    """Send ``signum`` to the main thread again as soon as it left the spot where the
+    stop would be lost. Not from here: the handler would run again at once, still
+    there. A real signal, which also ends a blocking call the thread went on to."""
+    _stop.again = True
+    if _stop.later is None or not _stop.later.is_alive():
+        main = threading.main_thread().ident
+        assert main is not None  # the handler runs in the main thread, started
+        _stop.later = threading.Thread(
+            target=_send_again, args=(signum, main), name="redistate-stop", daemon=True
+        )
+        _stop.later.start()
+
+
+def _send_again(signum: int, main: int) -> None:
+    # Until the handler ran where the stop holds (it clears `again`, or sets it anew
+    # if still not): the spots are short (a __del__, a __set_name__), so polling the
+    # main thread's stack every ms costs nothing and needs no hook inside them.
+    while _stop.again:
+        if not _lost_here(sys._current_frames().get(main)):
+            signal.pthread_kill(main, signum)
+        time.sleep(0.001)
+
+
+def _no_more_sends() -> None:
+    """Stop sending the signal again (the block ends: the handler goes)."""
+    _stop.again = False
+    if _stop.later is not None:
+        _stop.later.join()
+        _stop.later = None
 
 
 def held_back() -> bool:
@@ -124,11 +181,14 @@ class graceful:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[Any] | None = None
         self._handles: dict[int, Any] = {}  # the loop's own handlers replaced (async)
+        self._unraisable: Callable[[Any], object] | None = None  # the hook replaced (sync)
 
     def __enter__(self) -> graceful:
         try:
             for sig in self.signals:
                 self._previous[sig] = signal.signal(sig, self._raise)
+            self._unraisable = sys.unraisablehook
+            sys.unraisablehook = self._swallowed
         except BaseException:
             self._restore()
             raise
@@ -140,20 +200,44 @@ class graceful:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._restore()
+        signum = _stop.signum
+        try:
+            if signum is not None and not _stop.raised and stopping(exc) is None:
+                _stop.raised = True  # put off, and not sent again yet
+                raise Shutdown(signum)
+        finally:
+            _no_more_sends()  # a signal sent after the handler went would kill
+            self._restore()
 
     def _restore(self) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         self._previous.clear()
+        if self._unraisable is not None and sys.unraisablehook == self._swallowed:
+            sys.unraisablehook = self._unraisable
+        self._unraisable = None
+
+    def _swallowed(self, unraisable: Any) -> None:
+        """A finaliser that is no ``__del__`` (a weakref callback, a generator closed
+        as it is dropped) ended with the stop, which Python only reports: raise it
+        again after."""
+        if isinstance(unraisable.exc_value, Shutdown) and _stop.signum is not None:
+            _stop.raised = False
+            _call_again(_stop.signum)
+        elif self._unraisable is not None:
+            self._unraisable(unraisable)
 
     def _raise(self, signum: int, frame: FrameType | None) -> None:
-        if _stop.signum is not None:
+        if _stop.signum is not None and not _stop.again:
             return  # stopping already: let the hand-over (save, release) finish
-        _stop.signum = signum
-        if _stop.depth == 0 or _stop.waiting:
-            _stop.raised = True
-            raise Shutdown(signum)
+        _stop.signum, _stop.again = signum, False
+        if _stop.depth and not _stop.waiting:
+            return  # held back: raised as the hand-over section ends
+        if _lost_here(frame):
+            _call_again(signum)
+            return
+        _stop.raised = True
+        raise Shutdown(signum)
 
     async def __aenter__(self) -> graceful:
         loop = self._loop = asyncio.get_running_loop()
