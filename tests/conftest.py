@@ -8,7 +8,9 @@ with SCAN + DEL afterwards (never FLUSHALL).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -308,6 +310,16 @@ def raw_keys(backend: Backend, namespace: str) -> list[bytes]:
         return sorted(raw.scan_iter(match=f"{namespace}:*", count=1000))
     finally:
         raw.close()
+
+
+def ttl_left(raw: Any, key: str, ttl_ms: int, since: float) -> int:
+    """``key``'s time to live in ms, checked: at most ``ttl_ms``, and no less than what
+    the time since ``since`` (``time.monotonic()`` before the write that set it) can
+    have taken off it. No fixed margin: a loaded machine may take seconds."""
+    left = int(raw.pttl(key))
+    took = math.ceil((time.monotonic() - since) * 1000)
+    assert ttl_ms - took - 1 <= left <= ttl_ms, (key, left, ttl_ms, took)
+    return left
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from redistate import (
     TransportRefused,
 )
 from redistate.core.scripts import library, script
-from tests.conftest import Backend
+from tests.conftest import Backend, ttl_left
 from tests.roundtrips import RoundTrips, server_reads
 
 pytestmark = pytest.mark.over_rest  # and over Upstash's REST API (conftest)
@@ -180,10 +180,11 @@ def test_the_header_records_when_a_record_was_written(
     from redistate.core.envelope import unpack
 
     key = store.keys.record("session", "s")
+    before_ms = time.time() * 1000  # the server's clock is this machine's
     store.sessions.put("s", {"a": 1}, ttl=60)
+    after_ms = time.time() * 1000
     env = unpack(key, backend.raw().get(key))
-    now_ms = dt.datetime.now(dt.timezone.utc).timestamp() * 1000
-    assert abs(env.updated_ms - now_ms) < 5_000
+    assert before_ms - 1 <= env.updated_ms <= after_ms + 1
     assert 59_000 < env.expires_ms - env.updated_ms <= 60_000
 
 
@@ -266,12 +267,13 @@ def test_conditional_delete(store: Store) -> None:
 def test_sessions_expire_after_an_hour_by_default(
     store: Store, backend: Backend
 ) -> None:
+    raw = backend.raw()
+    since = time.monotonic()
     rec = store.sessions.put("s", {"a": 1})
-    pttl = backend.raw().pttl(store.keys.record("session", "s"))
-    assert 3_595_000 < pttl <= 3_600_000
+    ttl_left(raw, store.keys.record("session", "s"), 3_600_000, since)
     assert rec.expires_at is not None
     left = (rec.expires_at - dt.datetime.now(dt.timezone.utc)).total_seconds()
-    assert 3590 < left <= 3601
+    assert 3_600 - (time.monotonic() - since) - 0.01 <= left <= 3_600.01  # server's clock
 
 
 def test_users_do_not_expire(store: Store, backend: Backend) -> None:
@@ -288,9 +290,7 @@ def ttl_left_after(raw: Any, key: str, write: Any, ttl_ms: int) -> None:
     outside the time measured (a cluster client takes a while to make)."""
     started = time.monotonic()
     write()
-    left = raw.pttl(key)
-    took = math.ceil((time.monotonic() - started) * 1000)
-    assert ttl_ms - took - 1 <= left <= ttl_ms, (left, ttl_ms, took)
+    ttl_left(raw, key, ttl_ms, started)
 
 
 def test_ttl_per_call_and_none(store: Store, backend: Backend) -> None:
@@ -356,23 +356,29 @@ def test_touch_of_a_missing_record_creates_nothing(
 
 def test_get_with_touch_slides_in_the_same_call(store: Store, backend: Backend) -> None:
     key = store.keys.record("session", "s")
+    raw = backend.raw()
     rec = store.sessions.put("s", {"a": 1}, ttl=10)
+    since = time.monotonic()
     got = store.sessions.get("s", touch=True)
     assert got is not None and got.data == {"a": 1} and got.version == rec.version
-    assert 3_595_000 < backend.raw().pttl(key) <= 3_600_000
+    ttl_left(raw, key, 3_600_000, since)
+    since = time.monotonic()
     got = store.sessions.get("s", touch=True, ttl=20)
     assert got is not None and got.expires_at is not None
-    assert 19_000 < backend.raw().pttl(key) <= 20_000
+    ttl_left(raw, key, 20_000, since)
     left = (got.expires_at - dt.datetime.now(dt.timezone.utc)).total_seconds()
-    assert 19 < left <= 20.5  # the reply carries the new expiry, not the old header's
+    # The reply carries the new expiry, not the old header's (10 s).
+    assert 20 - (time.monotonic() - since) - 0.01 <= left <= 20.01
     again = store.sessions.get("s")
     assert again is not None and again.expires_at == got.expires_at
 
 
 def test_collection_settings(store: Store, backend: Backend) -> None:
     notes = store.collection("notes", ttl=86400, max_bytes=100)
+    raw = backend.raw()
+    since = time.monotonic()
     notes.put("n1", {"text": "hi"})
-    assert 86_390_000 < backend.raw().pttl(store.keys.record("notes", "n1")) <= 86_400_000
+    ttl_left(raw, store.keys.record("notes", "n1"), 86_400_000, since)
     with pytest.raises(StateTooLarge):
         notes.put("n2", {"text": "x" * 200})
     assert [i for i in notes.ids()] == ["n1"]
@@ -724,29 +730,34 @@ def test_update_and_merge_keep_the_records_own_ttl(
     store: Store, backend: Backend
 ) -> None:
     key = store.keys.record("user", "u")
+    raw = backend.raw()
+    since = time.monotonic()
     put = store.users.put("u", {"n": 0}, ttl=60)
     merged = store.users.merge("u", {"m": 1})
     updated = store.users.update("u", lambda d: {**d, "n": 1})
-    assert 59_000 < backend.raw().pttl(key) <= 60_000  # a user record given a TTL keeps it
+    ttl_left(raw, key, 60_000, since)  # a user record given a TTL keeps it
     assert put.expires_at == merged.expires_at == updated.expires_at
     got = store.users.get("u")
     assert got is not None and got.expires_at == put.expires_at
     skey = store.keys.record("session", "s")
+    since = time.monotonic()
     store.sessions.put("s", {"n": 0}, ttl=30)
     store.sessions.update("s", lambda d: {"n": 1})
-    assert 29_000 < backend.raw().pttl(skey) <= 30_000
+    ttl_left(raw, skey, 30_000, since)
+    since = time.monotonic()
     store.sessions.update("s", lambda d: {"n": 2}, ttl=90)  # explicit: replaced
-    assert 89_000 < backend.raw().pttl(skey) <= 90_000
+    ttl_left(raw, skey, 90_000, since)
 
 
 def test_update_and_merge_that_create_use_the_collection_ttl(
     store: Store, backend: Backend
 ) -> None:
+    raw = backend.raw()
+    since = time.monotonic()
     store.sessions.merge("new", {"a": 1})
     store.sessions.update("new2", lambda d: {"a": 1})
     for sid in ("new", "new2"):
-        pttl = backend.raw().pttl(store.keys.record("session", sid))
-        assert 3_595_000 < pttl <= 3_600_000
+        ttl_left(raw, store.keys.record("session", sid), 3_600_000, since)
     store.users.merge("u", {"a": 1})
     assert backend.raw().pttl(store.keys.record("user", "u")) == -1
 
@@ -754,13 +765,15 @@ def test_update_and_merge_that_create_use_the_collection_ttl(
 def test_touching_a_collection_without_ttl_needs_one(
     store: Store, backend: Backend
 ) -> None:
+    raw = backend.raw()
+    since = time.monotonic()
     store.users.put("u", {"a": 1}, ttl=50)
     key = store.keys.record("user", "u")
     with pytest.raises(ValueError, match="no TTL to slide"):
         store.users.touch("u")
     with pytest.raises(ValueError, match="no TTL to slide"):
         store.users.get("u", touch=True)
-    assert 49_000 < backend.raw().pttl(key) <= 50_000
+    ttl_left(raw, key, 50_000, since)
     assert store.users.touch("u", ttl=None) is True
     assert backend.raw().pttl(key) == -1
 
