@@ -7,14 +7,17 @@ its number to the raw list ``<NS>:effects:{job}``, and after each step the run's
 records the next one. On entry it prints ``entered <phase> <state>``; after step
 ``s1`` (when the state says ``{"next": 2}`` was not there before) it prints ``mid`` and
 waits for a signal. A run that finishes prints ``finished``. Modes ``set_name``,
-``finaliser`` and ``failing_handover`` signal themselves where a stop could be lost.
+``finaliser``, ``io_close``, ``failing_handover`` and ``raised_once`` signal themselves
+where a stop could be lost or raised twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -111,6 +114,41 @@ def stop_in_finaliser() -> None:
         _work()
 
 
+def stop_in_io_close() -> None:
+    """SIGTERM handled in the ``close()`` an io object's finaliser calls (an HTTP
+    response, a socket's file dropped), which Python drops without a word."""
+
+    class Stream(io.RawIOBase):
+        def close(self) -> None:
+            signal.raise_signal(signal.SIGTERM)  # the handler runs here
+            super().close()
+
+    with graceful():
+        Stream()  # dropped at once
+        _work()
+
+
+def stop_raised_once() -> None:
+    """SIGTERM put off in a ``__del__``, then raised by the next hand-over section
+    before it was sent again: the cleanup after it is not stopped a second time."""
+    from redistate.steps.shutdown import deferred
+
+    class Drops:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGTERM)
+
+    with graceful():
+        try:
+            Drops()
+            with deferred():  # as a task run's entry: raises the stop held back
+                pass
+        finally:
+            for thread in threading.enumerate():  # whatever would send it again
+                if thread.name == "redistate-stop":
+                    thread.join()
+            print("cleanup finished", flush=True)
+
+
 def stop_in_failing_handover() -> None:
     """SIGTERM held back by a hand-over section that then fails (a wait that timed out,
     a connection error): the stop is raised, not the section's error."""
@@ -128,6 +166,10 @@ def main() -> None:
         stop_in_set_name()
     elif mode == "finaliser":
         stop_in_finaliser()
+    elif mode == "io_close":
+        stop_in_io_close()
+    elif mode == "raised_once":
+        stop_raised_once()
     elif mode == "failing_handover":
         stop_in_failing_handover()
     elif mode == "wait":

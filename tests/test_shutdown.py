@@ -82,17 +82,27 @@ def test_a_worker_waiting_for_a_busy_task_stops_at_once(
             held.release()
 
 
-@pytest.mark.parametrize("where", ["set_name", "finaliser", "failing_handover"])
+@pytest.mark.parametrize("where", ["set_name", "finaliser", "io_close", "failing_handover"])
 def test_a_stop_is_not_lost_where_python_would_change_or_swallow_it(where: str) -> None:
     """A stop handled while a class is made (Python < 3.12 wraps it in a RuntimeError),
-    in a finaliser (Python reports it and goes on), or held back by a hand-over section
-    that fails: the process still ends as stopped (143, no traceback, nothing reported),
-    its next call (30 s long) cut short."""
+    in a finaliser (Python reports it and goes on), in an io object's close() run by
+    its finaliser (Python drops it), or held back by a hand-over section that fails:
+    the process still ends as stopped (143, no traceback, nothing reported), its next
+    call (30 s long) cut short."""
     process = _worker("-", "-", where)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 128 + signal.SIGTERM, err.decode()
     assert not err, err.decode()  # no traceback, no "Exception ignored"
     assert b"worked" not in out
+
+
+def test_a_stop_put_off_and_raised_is_not_raised_again() -> None:
+    """Put off in a finaliser, then raised by a hand-over section before it was sent
+    again: nothing sends it after, so the worker's cleanup runs to its end."""
+    process = _worker("-", "-", "raised_once")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, err.decode()
+    assert out == b"cleanup finished\n" and not err, err.decode()
 
 
 def test_graceful_puts_back_the_handlers_it_replaced() -> None:

@@ -13,9 +13,9 @@ Sync: the handler raises :class:`Shutdown` in the main thread, wherever it is (a
 call, a wait), except inside a task run's own hand-over work (taking the lease and
 restoring, saving and releasing it): there the stop waits for that work to end, and is
 raised as it ends, whatever it ends with. Nor is a stop lost where Python would only
-report it (a ``__del__``, another finaliser) or turn it into a RuntimeError (under
-``__set_name__`` before 3.12, as a class is made at import): it is raised as soon as
-that call returns. Async:
+report it (a ``__del__``, another finaliser), drop it (the ``close()`` an io object's
+finaliser calls) or turn it into a RuntimeError (under ``__set_name__`` before 3.12, as
+a class is made at import): it is raised as soon as that call returns, once. Async:
 the handler cancels the task that entered the block; the run's exit sees that
 cancellation as the stop (its release runs to the end whatever cancels it), and the
 block ends by raising ``Shutdown``. Once asked, a stop stays asked for the process
@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "Shutdown",
@@ -54,7 +55,8 @@ class _Stop:
     signum: int | None = None
     raised = False  # Shutdown has been raised (once is enough)
     again = False  # put off where it would be lost: sent again once it would not be
-    later: threading.Thread | None = None  # what sends it again
+    senders: ClassVar[list[threading.Thread]] = []  # what sends it again (joined at exit)
+    spot: FrameType | None = None  # the frame it was put off under
     depth = 0  # hand-over sections running (sync)
     waiting = 0  # waits for a lease inside them: holding nothing, a stop ends them
 
@@ -102,8 +104,7 @@ def waiting() -> Iterator[None]:
     """A wait for a lease held by another owner (sync): this process holds nothing
     yet, so a stop asked before or during it ends it at once."""
     if _stop.signum is not None and not _stop.raised:
-        _stop.raised = True
-        raise Shutdown(_stop.signum)
+        raise _raised(_stop.signum)
     _stop.waiting += 1
     try:
         yield
@@ -111,16 +112,30 @@ def waiting() -> Iterator[None]:
         _stop.waiting -= 1
 
 
-def _lost_here(frame: FrameType | None) -> bool:
-    """Whether an exception raised in ``frame`` would not end the process as itself:
-    Python only reports one raised under a ``__del__`` (or in the hook that reports
-    it) and goes on, and before 3.12 turns one raised under ``__set_name__`` (as a
-    class is made) into a RuntimeError, which exits 1 with a traceback."""
+def _lost_at(frame: FrameType | None) -> FrameType | None:
+    """The outermost frame under which an exception raised in ``frame`` would not end
+    the process as itself, or None. Python only reports one raised under a
+    ``__del__`` (or the hook that reports it), drops one raised in the ``close()`` an
+    io object's finaliser calls without a word, and before 3.12 turns one raised under
+    ``__set_name__`` (as a class is made) into a RuntimeError: exit 1, a traceback."""
+    spot = None
     while frame is not None:
-        code = frame.f_code
-        if code.co_name == "__del__" or code is graceful._swallowed.__code__:
-            return True
-        if code.co_name == "__set_name__" and sys.version_info < (3, 12):
+        name = frame.f_code.co_name
+        if (
+            name == "__del__"
+            or frame.f_code is graceful._swallowed.__code__
+            or (name == "__set_name__" and sys.version_info < (3, 12))
+            or (name == "close" and isinstance(frame.f_locals.get("self"), io.IOBase))
+        ):
+            spot = frame
+        frame = frame.f_back
+    return spot
+
+
+def _under(spot: FrameType, frame: FrameType | None) -> bool:
+    """Whether ``frame`` is ``spot`` or runs under it."""
+    while frame is not None:
+        if frame is spot:
             return True
         frame = frame.f_back
     return False
@@ -130,32 +145,41 @@ def _call_again(signum: int) -> None:
     """Send ``signum`` to the main thread again as soon as it left the spot where the
     stop would be lost. Not from here: the handler would run again at once, still
     there. A real signal, which also ends a blocking call the thread went on to."""
-    _stop.again = True
-    if _stop.later is None or not _stop.later.is_alive():
-        main = threading.main_thread().ident
-        assert main is not None  # the handler runs in the main thread, started
-        _stop.later = threading.Thread(
-            target=_send_again, args=(signum, main), name="redistate-stop", daemon=True
-        )
-        _stop.later.start()
+    if _stop.again:
+        return  # a sender is on it: `again` stayed True since it started, so it loops
+    _stop.again = True  # a sender that saw it False may be leaving: start a new one
+    main = threading.main_thread().ident
+    assert main is not None  # the handler runs in the main thread, started
+    sender = threading.Thread(
+        target=_send_again, args=(signum, main), name="redistate-stop", daemon=True
+    )
+    _stop.senders.append(sender)
+    sender.start()
 
 
 def _send_again(signum: int, main: int) -> None:
-    # Until the handler ran where the stop holds (it clears `again`, or sets it anew
-    # if still not): the spots are short (a __del__, a __set_name__), so polling the
-    # main thread's stack every ms costs nothing and needs no hook inside them.
+    # Until the handler ran where the stop holds (it clears `again`): the spots are
+    # short (a __del__, a close(), a __set_name__), so polling the main thread's stack
+    # every ms costs nothing and needs no hook inside them. The spot is compared by
+    # identity, not looked into: this thread does not read the other's locals.
     while _stop.again:
-        if not _lost_here(sys._current_frames().get(main)):
+        spot = _stop.spot
+        if spot is None or not _under(spot, sys._current_frames().get(main)):
             signal.pthread_kill(main, signum)
         time.sleep(0.001)
 
 
 def _no_more_sends() -> None:
     """Stop sending the signal again (the block ends: the handler goes)."""
-    _stop.again = False
-    if _stop.later is not None:
-        _stop.later.join()
-        _stop.later = None
+    _stop.again, _stop.spot = False, None
+    while _stop.senders:
+        _stop.senders.pop().join()
+
+
+def _raised(signum: int) -> Shutdown:
+    """The stop, to raise now: nothing sends it again."""
+    _stop.raised, _stop.again, _stop.spot = True, False, None
+    return Shutdown(signum)
 
 
 def held_back() -> bool:
@@ -166,8 +190,7 @@ def held_back() -> bool:
 def raise_deferred() -> None:
     """Raise the stop a hand-over section held back, if one did (sync)."""
     if _stop.depth == 0 and _stop.signum is not None and not _stop.raised:
-        _stop.raised = True
-        raise Shutdown(_stop.signum)
+        raise _raised(_stop.signum)
 
 
 class graceful:
@@ -203,8 +226,7 @@ class graceful:
         signum = _stop.signum
         try:
             if signum is not None and not _stop.raised and stopping(exc) is None:
-                _stop.raised = True  # put off, and not sent again yet
-                raise Shutdown(signum)
+                raise _raised(signum)  # put off, not sent again yet
         finally:
             _no_more_sends()  # a signal sent after the handler went would kill
             self._restore()
@@ -228,16 +250,18 @@ class graceful:
             self._unraisable(unraisable)
 
     def _raise(self, signum: int, frame: FrameType | None) -> None:
-        if _stop.signum is not None and not _stop.again:
+        if _stop.signum is not None and (_stop.raised or not _stop.again):
             return  # stopping already: let the hand-over (save, release) finish
-        _stop.signum, _stop.again = signum, False
+        _stop.signum = signum
         if _stop.depth and not _stop.waiting:
+            _stop.again, _stop.spot = False, None
             return  # held back: raised as the hand-over section ends
-        if _lost_here(frame):
-            _call_again(signum)
+        spot = _lost_at(frame)
+        if spot is not None:
+            _stop.spot = spot  # kept only until the stop is raised
+            _call_again(signum)  # `again` never goes False meanwhile
             return
-        _stop.raised = True
-        raise Shutdown(signum)
+        raise _raised(signum)
 
     async def __aenter__(self) -> graceful:
         loop = self._loop = asyncio.get_running_loop()
