@@ -7,14 +7,16 @@ its number to the raw list ``<NS>:effects:{job}``, and after each step the run's
 records the next one. On entry it prints ``entered <phase> <state>``; after step
 ``s1`` (when the state says ``{"next": 2}`` was not there before) it prints ``mid`` and
 waits for a signal. A run that finishes prints ``finished``. Modes ``set_name``,
-``finaliser``, ``io_close``, ``failing_handover`` and ``raised_once`` signal themselves
-where a stop could be lost or raised twice.
+``finaliser``, ``io_close``, ``failing_handover``, ``raised_once`` and ``two_blocks``
+signal themselves where a stop could be lost or raised twice; in ``explicit_close`` and
+``c_finaliser`` the test sends the signal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import os
 import signal
 import sys
 import threading
@@ -24,7 +26,7 @@ from typing import Any
 import orjson
 import redis
 
-from redistate import AsyncStore, Store, graceful
+from redistate import AsyncStore, Shutdown, Store, graceful
 
 STEPS = 5
 
@@ -149,6 +151,49 @@ def stop_raised_once() -> None:
             print("cleanup finished", flush=True)
 
 
+def stop_in_explicit_close() -> None:
+    """SIGTERM while an io object's close() is called as usual (by a ``with``: an upload
+    finishing): the stop ends it at once, as anywhere else."""
+
+    class Upload(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def close(self) -> None:
+            if not self.closed and not getattr(self, "sent", False):
+                self.sent = True  # once: the finaliser closes it again if cut short
+                print("closing", flush=True)
+                time.sleep(30)  # the last part's upload: the test sends SIGTERM now
+                print("closed", flush=True)
+            super().close()
+
+    with graceful(), Upload():
+        pass
+
+
+def stop_in_c_finaliser() -> None:
+    """SIGTERM while a dropped file's C finaliser flushes it into a full pipe: the stop
+    raised there reaches no Python code (the finaliser clears it)."""
+    _, write = os.pipe()  # nobody reads: a flush of more than the pipe holds blocks
+    with graceful():
+        sink = open(write, "wb", buffering=1 << 20)  # noqa: SIM115  # dropped below
+        sink.write(b"x" * 500_000)  # stays in the buffer
+        print(f"dropping {os.getpid()}", flush=True)
+        del sink  # close() -> flush() blocks: the test sends SIGTERM now
+        _work()
+
+
+def stops_in_two_blocks() -> None:
+    """A block ended by a stop that was caught, then another block: it hears its own."""
+    for block in ("first", "second"):
+        try:
+            with graceful():
+                signal.raise_signal(signal.SIGTERM)
+                print(f"{block} block ran on", flush=True)
+        except Shutdown:
+            print(f"{block} block stopped", flush=True)
+
+
 def stop_in_failing_handover() -> None:
     """SIGTERM held back by a hand-over section that then fails (a wait that timed out,
     a connection error): the stop is raised, not the section's error."""
@@ -160,12 +205,38 @@ def stop_in_failing_handover() -> None:
         raise LockTimeout("the section's own error")
 
 
+def short_blocks() -> None:
+    """Short blocks one after another until a stop (the test's SIGTERM, at any moment):
+    then the handlers and hook are those from before, whatever the moment was."""
+    hook = sys.unraisablehook
+    print("ready", flush=True)
+    try:
+        while True:
+            with graceful():
+                pass
+    except Shutdown:
+        pass
+    term, interrupt = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    if (term, interrupt, sys.unraisablehook) == (signal.SIG_DFL, signal.default_int_handler, hook):
+        print("restored", flush=True)
+    else:
+        print(f"left installed: {term} {interrupt} {sys.unraisablehook}", flush=True)
+
+
 def main() -> None:
     url, namespace, mode = sys.argv[1:4]
     if mode == "set_name":
         stop_in_set_name()
     elif mode == "finaliser":
         stop_in_finaliser()
+    elif mode == "explicit_close":
+        stop_in_explicit_close()
+    elif mode == "c_finaliser":
+        stop_in_c_finaliser()
+    elif mode == "short_blocks":
+        short_blocks()
+    elif mode == "two_blocks":
+        stops_in_two_blocks()
     elif mode == "io_close":
         stop_in_io_close()
     elif mode == "raised_once":

@@ -12,16 +12,18 @@ number, as a process the signal killed, with no traceback.
 Sync: the handler raises :class:`Shutdown` in the main thread, wherever it is (a tool
 call, a wait), except inside a task run's own hand-over work (taking the lease and
 restoring, saving and releasing it): there the stop waits for that work to end, and is
-raised as it ends, whatever it ends with. Nor is a stop lost where Python would only
-report it (a ``__del__``, another finaliser), drop it (the ``close()`` an io object's
-finaliser calls) or turn it into a RuntimeError (under ``__set_name__`` before 3.12, as
-a class is made at import): it is raised as soon as that call returns, once. Async:
-the handler cancels the task that entered the block; the run's exit sees that
-cancellation as the stop (its release runs to the end whatever cancels it), and the
-block ends by raising ``Shutdown``. Once asked, a stop stays asked for the process
-(tasks cancelled later, as ``asyncio.run`` ends, save their runs too), and a second
-signal is ignored so that the hand-over finishes. The previous handlers are put back
-when the block ends.
+raised as it ends, whatever it ends with; so is one that comes as the block's own
+entry or exit swaps the handlers. Nor is a stop lost where Python would only report it
+(a ``__del__``, another finaliser), drop it (the ``close()`` an io object's finaliser
+calls, or C code under it) or turn it into a RuntimeError (under ``__set_name__``
+before 3.12, as a class is made at import): it is raised as soon as that call returns,
+once. A stop caught on purpose is not raised again. Async: the handler cancels the
+task that entered the block; the run's exit sees that cancellation as the stop (its
+release runs to the end whatever cancels it), and the block ends by raising
+``Shutdown``. Once asked, a stop stays asked until every block has closed (tasks
+cancelled later, as ``asyncio.run`` ends, save their runs too), and a second signal is
+ignored so that the hand-over finishes; a block opened after that starts afresh. The
+previous handlers are put back when the block ends.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class _Stop:
     spot: FrameType | None = None  # the frame it was put off under
     depth = 0  # hand-over sections running (sync)
     waiting = 0  # waits for a lease inside them: holding nothing, a stop ends them
+    blocks = 0  # graceful blocks open (sync and async)
+    handled = 0  # sync blocks open: their handler is in, so a stop may be sent again
 
 
 _stop = _Stop()
@@ -71,6 +75,9 @@ class Shutdown(SystemExit):
     def __init__(self, signum: int) -> None:
         super().__init__(128 + signum)
         self.signum = signum
+
+    def __del__(self) -> None:
+        _dropped(self)
 
     def __str__(self) -> str:
         return f"stopped by {signal.Signals(self.signum).name}"
@@ -125,11 +132,28 @@ def _lost_at(frame: FrameType | None) -> FrameType | None:
             name == "__del__"
             or frame.f_code is graceful._swallowed.__code__
             or (name == "__set_name__" and sys.version_info < (3, 12))
-            or (name == "close" and isinstance(frame.f_locals.get("self"), io.IOBase))
+            or (name == "close" and _finalising(frame.f_locals.get("self")))
         ):
             spot = frame
         frame = frame.f_back
     return spot
+
+
+def _finalising(obj: object) -> bool:
+    """Whether ``obj`` is an io object whose C finaliser runs its close() now (it
+    sets ``_finalizing`` first): an explicit close() lets the stop through."""
+    return isinstance(obj, io.IOBase) and getattr(obj, "_finalizing", False) is True
+
+
+def _opening_or_closing(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs under graceful's own entry or exit (handlers being
+    swapped): a stop there is held back and raised once they are in a known state."""
+    codes = (graceful.__enter__.__code__, graceful.__exit__.__code__)
+    while frame is not None:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _under(spot: FrameType, frame: FrameType | None) -> bool:
@@ -182,6 +206,29 @@ def _raised(signum: int) -> Shutdown:
     return Shutdown(signum)
 
 
+def _dropped(stop: Shutdown) -> None:
+    """``stop`` is freed: if no Python code ever saw it (C code cleared it, as an io
+    object's finaliser does when its flush is cut short), it was lost: send it again.
+    One caught and dropped on purpose went through the frame that caught it."""
+    tb = stop.__traceback__  # 3.11 sets it only where Python code handles it
+    if tb is not None and (
+        tb.tb_next is not None or tb.tb_frame.f_code is not graceful._raise.__code__
+    ):
+        return
+    if _stop.handled and _stop.raised and _stop.signum is not None:
+        _stop.raised = False
+        _call_again(_stop.signum)
+
+
+def _opened() -> None:
+    """A graceful block opens: the first since the last one closed starts afresh (a
+    stop that ended an earlier block, caught, does not deafen this one)."""
+    if _stop.blocks == 0:
+        _no_more_sends()
+        _stop.signum, _stop.raised = None, False
+    _stop.blocks += 1
+
+
 def held_back() -> bool:
     """Whether a stop was asked while a hand-over section ran and not raised yet."""
     return _stop.signum is not None and not _stop.raised
@@ -207,14 +254,23 @@ class graceful:
         self._unraisable: Callable[[Any], object] | None = None  # the hook replaced (sync)
 
     def __enter__(self) -> graceful:
+        _opened()
+        _stop.handled += 1
         try:
-            for sig in self.signals:
-                self._previous[sig] = signal.signal(sig, self._raise)
+            for sig in self.signals:  # recorded first: a stop may land in signal()
+                self._previous[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._raise)
             self._unraisable = sys.unraisablehook
             sys.unraisablehook = self._swallowed
         except BaseException:
-            self._restore()
+            _stop.handled -= 1
+            self._close()
             raise
+        signum = _stop.signum
+        if signum is not None and _stop.depth == 0 and not _stop.raised:
+            _stop.handled -= 1  # asked as the handlers went in: raised now
+            self._close()
+            raise _raised(signum)
         return self
 
     def __exit__(
@@ -223,13 +279,20 @@ class graceful:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        signum = _stop.signum
+        _stop.handled -= 1  # nothing sends the stop again from here
         try:
-            if signum is not None and not _stop.raised and stopping(exc) is None:
-                raise _raised(signum)  # put off, not sent again yet
-        finally:
             _no_more_sends()  # a signal sent after the handler went would kill
+        finally:
+            self._close()
+        signum = _stop.signum  # put off, or asked as this exit ran: raised now
+        if signum is not None and not _stop.raised and stopping(exc) is None:
+            raise _raised(signum)
+
+    def _close(self) -> None:
+        try:
             self._restore()
+        finally:
+            _stop.blocks -= 1
 
     def _restore(self) -> None:
         for sig, previous in self._previous.items():
@@ -243,9 +306,16 @@ class graceful:
         """A finaliser that is no ``__del__`` (a weakref callback, a generator closed
         as it is dropped) ended with the stop, which Python only reports: raise it
         again after."""
-        if isinstance(unraisable.exc_value, Shutdown) and _stop.signum is not None:
+        exc = unraisable.exc_value
+        if isinstance(exc, Shutdown) and _stop.signum is not None:
             _stop.raised = False
             _call_again(_stop.signum)
+        elif isinstance(exc, OSError) and str(exc) in {
+            f"Signal {int(s)} ignored due to race condition" for s in self.signals
+        }:
+            # Caught while the handler was in, run after the previous one (SIG_DFL)
+            # went back: deliver it to that one rather than lose it.
+            signal.raise_signal(int(str(exc).split()[1]))
         elif self._unraisable is not None:
             self._unraisable(unraisable)
 
@@ -253,9 +323,9 @@ class graceful:
         if _stop.signum is not None and (_stop.raised or not _stop.again):
             return  # stopping already: let the hand-over (save, release) finish
         _stop.signum = signum
-        if _stop.depth and not _stop.waiting:
+        if (_stop.depth and not _stop.waiting) or _opening_or_closing(frame):
             _stop.again, _stop.spot = False, None
-            return  # held back: raised as the hand-over section ends
+            return  # held back: raised as the hand-over section (or the entry/exit) ends
         spot = _lost_at(frame)
         if spot is not None:
             _stop.spot = spot  # kept only until the stop is raised
@@ -264,6 +334,7 @@ class graceful:
         raise _raised(signum)
 
     async def __aenter__(self) -> graceful:
+        _opened()
         loop = self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         handlers: dict[int, Any] = getattr(loop, "_signal_handlers", {})
@@ -275,6 +346,7 @@ class graceful:
                 loop.add_signal_handler(sig, self._cancel, sig)
         except BaseException:
             self._unhook()
+            _stop.blocks -= 1
             raise
         return self
 
@@ -284,7 +356,10 @@ class graceful:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._unhook()
+        try:
+            self._unhook()
+        finally:
+            _stop.blocks -= 1
         if isinstance(exc, asyncio.CancelledError) and _stop.signum is not None:
             raise Shutdown(_stop.signum) from None
 
