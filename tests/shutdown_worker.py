@@ -9,14 +9,14 @@ records the next one. On entry it prints ``entered <phase> <state>``; after step
 waits for a signal. A run that finishes prints ``finished``. Modes ``set_name``,
 ``finaliser``, ``io_close``, ``failing_handover``, ``raised_once`` and ``two_blocks``
 signal themselves where a stop could be lost or raised twice; in ``explicit_close`` and
-``c_finaliser`` the test sends the signal.
+``short_blocks`` the test sends it; ``failed_async_block`` opens an async block off the
+main thread first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
-import os
 import signal
 import sys
 import threading
@@ -171,18 +171,6 @@ def stop_in_explicit_close() -> None:
         pass
 
 
-def stop_in_c_finaliser() -> None:
-    """SIGTERM while a dropped file's C finaliser flushes it into a full pipe: the stop
-    raised there reaches no Python code (the finaliser clears it)."""
-    _, write = os.pipe()  # nobody reads: a flush of more than the pipe holds blocks
-    with graceful():
-        sink = open(write, "wb", buffering=1 << 20)  # noqa: SIM115  # dropped below
-        sink.write(b"x" * 500_000)  # stays in the buffer
-        print(f"dropping {os.getpid()}", flush=True)
-        del sink  # close() -> flush() blocks: the test sends SIGTERM now
-        _work()
-
-
 def stops_in_two_blocks() -> None:
     """A block ended by a stop that was caught, then another block: it hears its own."""
     for block in ("first", "second"):
@@ -203,6 +191,29 @@ def stop_in_failing_handover() -> None:
     with graceful(), deferred():
         signal.raise_signal(signal.SIGTERM)  # held back
         raise LockTimeout("the section's own error")
+
+
+def after_a_failed_async_block() -> None:
+    """An async block that fails to open (off the main thread) leaves no block counted
+    open: the blocks after it hear their stop."""
+
+    async def enter() -> None:
+        async with graceful():
+            pass
+
+    failed: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _catch(failed, lambda: asyncio.run(enter())))
+    thread.start()
+    thread.join()
+    assert failed and isinstance(failed[0], ValueError), failed  # signals: main thread
+    stops_in_two_blocks()
+
+
+def _catch(into: list[BaseException], fn: Any) -> None:
+    try:
+        fn()
+    except BaseException as exc:  # the thread's failure, checked by the main thread
+        into.append(exc)
 
 
 def short_blocks() -> None:
@@ -231,8 +242,8 @@ def main() -> None:
         stop_in_finaliser()
     elif mode == "explicit_close":
         stop_in_explicit_close()
-    elif mode == "c_finaliser":
-        stop_in_c_finaliser()
+    elif mode == "failed_async_block":
+        after_a_failed_async_block()
     elif mode == "short_blocks":
         short_blocks()
     elif mode == "two_blocks":

@@ -121,38 +121,12 @@ def test_a_stop_in_an_explicit_close_is_not_put_off() -> None:
     assert b"closed" not in out and not err, err.decode()
 
 
-def test_a_stop_a_c_finaliser_clears_is_sent_again() -> None:
-    """SIGTERM while a dropped file's C finaliser blocks flushing it into a full pipe:
-    the stop raised there is cleared by the finaliser before any Python code sees it,
-    so it is sent again, and the worker's next (30 s) call is cut short."""
-    process = _worker("-", "-", "c_finaliser")
-    try:
-        pid = int(spawn.line(process).removeprefix("dropping "))
-        assert pid == process.pid
-        _blocked_writing_a_pipe(pid)
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == 128 + signal.SIGTERM, err.decode()
-    assert b"worked" not in out and not err, err.decode()
-
-
-def _blocked_writing_a_pipe(pid: int) -> None:
-    """Wait until ``pid`` sleeps in the kernel writing a pipe (read from /proc)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/wchan") as wchan:
-            if stat.read().rsplit(")", 1)[1].split()[0] == "S" and "pipe" in wchan.read():
-                return
-        time.sleep(0.001)  # polling the kernel's view, not standing in for it
-    raise AssertionError(f"process {pid} never blocked writing its pipe")
-
-
-def test_a_block_after_one_a_stop_ended_hears_its_own_stop() -> None:
-    """A stop ends a block and is caught (a supervisor loop, a test run): the next
-    block still turns SIGTERM into Shutdown instead of ignoring it."""
-    process = _worker("-", "-", "two_blocks")
+@pytest.mark.parametrize("mode", ["two_blocks", "failed_async_block"])
+def test_a_block_after_one_a_stop_ended_hears_its_own_stop(mode: str) -> None:
+    """A stop ends a block and is caught (a supervisor loop, a test run), or an async
+    block failed to open (off the main thread): the next block still turns SIGTERM
+    into Shutdown instead of ignoring it."""
+    process = _worker("-", "-", mode)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err.decode()
     assert out == b"first block stopped\nsecond block stopped\n" and not err, err.decode()
@@ -212,3 +186,15 @@ def test_graceful_puts_back_the_handlers_it_replaced() -> None:
     with pytest.raises(OSError), graceful(signals=(signal.SIGUSR1, signal.SIGKILL)):
         pass
     assert signal.getsignal(signal.SIGUSR1) is before
+
+
+def test_a_copied_or_pickled_stop_keeps_its_exit_status() -> None:
+    """A Shutdown sent to another process or kept as a copy still exits 128 + signal."""
+    import copy
+    import pickle
+
+    from redistate import Shutdown
+
+    stop = Shutdown(signal.SIGTERM)
+    for again in (pickle.loads(pickle.dumps(stop)), copy.copy(stop), copy.deepcopy(stop)):
+        assert (again.code, again.signum) == (128 + signal.SIGTERM, signal.SIGTERM)

@@ -15,15 +15,19 @@ restoring, saving and releasing it): there the stop waits for that work to end, 
 raised as it ends, whatever it ends with; so is one that comes as the block's own
 entry or exit swaps the handlers. Nor is a stop lost where Python would only report it
 (a ``__del__``, another finaliser), drop it (the ``close()`` an io object's finaliser
-calls, or C code under it) or turn it into a RuntimeError (under ``__set_name__``
-before 3.12, as a class is made at import): it is raised as soon as that call returns,
-once. A stop caught on purpose is not raised again. Async: the handler cancels the
-task that entered the block; the run's exit sees that cancellation as the stop (its
-release runs to the end whatever cancels it), and the block ends by raising
-``Shutdown``. Once asked, a stop stays asked until every block has closed (tasks
-cancelled later, as ``asyncio.run`` ends, save their runs too), and a second signal is
-ignored so that the hand-over finishes; a block opened after that starts afresh. The
-previous handlers are put back when the block ends.
+calls) or turn it into a RuntimeError (under ``__set_name__`` before 3.12, as a class
+is made at import): it is raised as soon as that call returns, once. Not covered: a
+stop raised inside C code that clears it (a dropped buffered file whose flush blocked
+on a full pipe or socket) is lost, and the process goes on.
+
+Async: the handler cancels the task that entered the block; the run's exit sees that
+cancellation as the stop (its release runs to the end whatever cancels it), and the
+block ends by raising ``Shutdown``.
+
+Once asked, a stop stays asked until every block has closed (tasks cancelled later, as
+``asyncio.run`` ends, save their runs too), and a second signal is ignored so that the
+hand-over finishes; a block opened after that starts afresh. The previous handlers are
+put back when the block ends.
 """
 
 from __future__ import annotations
@@ -62,7 +66,6 @@ class _Stop:
     depth = 0  # hand-over sections running (sync)
     waiting = 0  # waits for a lease inside them: holding nothing, a stop ends them
     blocks = 0  # graceful blocks open (sync and async)
-    handled = 0  # sync blocks open: their handler is in, so a stop may be sent again
 
 
 _stop = _Stop()
@@ -76,8 +79,8 @@ class Shutdown(SystemExit):
         super().__init__(128 + signum)
         self.signum = signum
 
-    def __del__(self) -> None:
-        _dropped(self)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Shutdown, (self.signum,))  # not (128 + signum,): a copy keeps its code
 
     def __str__(self) -> str:
         return f"stopped by {signal.Signals(self.signum).name}"
@@ -206,20 +209,6 @@ def _raised(signum: int) -> Shutdown:
     return Shutdown(signum)
 
 
-def _dropped(stop: Shutdown) -> None:
-    """``stop`` is freed: if no Python code ever saw it (C code cleared it, as an io
-    object's finaliser does when its flush is cut short), it was lost: send it again.
-    One caught and dropped on purpose went through the frame that caught it."""
-    tb = stop.__traceback__  # 3.11 sets it only where Python code handles it
-    if tb is not None and (
-        tb.tb_next is not None or tb.tb_frame.f_code is not graceful._raise.__code__
-    ):
-        return
-    if _stop.handled and _stop.raised and _stop.signum is not None:
-        _stop.raised = False
-        _call_again(_stop.signum)
-
-
 def _opened() -> None:
     """A graceful block opens: the first since the last one closed starts afresh (a
     stop that ended an earlier block, caught, does not deafen this one)."""
@@ -255,7 +244,6 @@ class graceful:
 
     def __enter__(self) -> graceful:
         _opened()
-        _stop.handled += 1
         try:
             for sig in self.signals:  # recorded first: a stop may land in signal()
                 self._previous[sig] = signal.getsignal(sig)
@@ -263,13 +251,11 @@ class graceful:
             self._unraisable = sys.unraisablehook
             sys.unraisablehook = self._swallowed
         except BaseException:
-            _stop.handled -= 1
             self._close()
             raise
         signum = _stop.signum
         if signum is not None and _stop.depth == 0 and not _stop.raised:
-            _stop.handled -= 1  # asked as the handlers went in: raised now
-            self._close()
+            self._close()  # asked as the handlers went in: raised now
             raise _raised(signum)
         return self
 
@@ -279,7 +265,6 @@ class graceful:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        _stop.handled -= 1  # nothing sends the stop again from here
         try:
             _no_more_sends()  # a signal sent after the handler went would kill
         finally:
@@ -334,9 +319,9 @@ class graceful:
         raise _raised(signum)
 
     async def __aenter__(self) -> graceful:
-        _opened()
         loop = self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
+        _opened()
         handlers: dict[int, Any] = getattr(loop, "_signal_handlers", {})
         try:
             for sig in self.signals:
@@ -345,8 +330,10 @@ class graceful:
                     self._handles[sig] = handlers[sig]
                 loop.add_signal_handler(sig, self._cancel, sig)
         except BaseException:
-            self._unhook()
-            _stop.blocks -= 1
+            try:
+                self._unhook()  # raises too off the main thread
+            finally:
+                _stop.blocks -= 1
             raise
         return self
 
