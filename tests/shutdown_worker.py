@@ -234,26 +234,24 @@ def short_blocks() -> None:
         print(f"left installed: {term} {interrupt} {sys.unraisablehook}", flush=True)
 
 
+# Modes that need no server: each signals itself (or waits for the test's signal).
+ALONE = {
+    "set_name": stop_in_set_name,
+    "finaliser": stop_in_finaliser,
+    "io_close": stop_in_io_close,
+    "explicit_close": stop_in_explicit_close,
+    "failing_handover": stop_in_failing_handover,
+    "raised_once": stop_raised_once,
+    "two_blocks": stops_in_two_blocks,
+    "failed_async_block": after_a_failed_async_block,
+    "short_blocks": short_blocks,
+}
+
+
 def main() -> None:
     url, namespace, mode = sys.argv[1:4]
-    if mode == "set_name":
-        stop_in_set_name()
-    elif mode == "finaliser":
-        stop_in_finaliser()
-    elif mode == "explicit_close":
-        stop_in_explicit_close()
-    elif mode == "failed_async_block":
-        after_a_failed_async_block()
-    elif mode == "short_blocks":
-        short_blocks()
-    elif mode == "two_blocks":
-        stops_in_two_blocks()
-    elif mode == "io_close":
-        stop_in_io_close()
-    elif mode == "raised_once":
-        stop_raised_once()
-    elif mode == "failing_handover":
-        stop_in_failing_handover()
+    if mode in ALONE:
+        ALONE[mode]()
     elif mode == "wait":
         wait_sync(url, namespace)
     elif mode == "sync":
