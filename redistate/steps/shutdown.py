@@ -129,17 +129,23 @@ def _lost_at(frame: FrameType | None) -> FrameType | None:
     io object's finaliser calls without a word, and before 3.12 turns one raised under
     ``__set_name__`` (as a class is made) into a RuntimeError: exit 1, a traceback."""
     spot = None
-    while frame is not None:
-        name = frame.f_code.co_name
+    for outer in _stack(frame):
+        name = outer.f_code.co_name
         if (
             name == "__del__"
-            or frame.f_code is graceful._swallowed.__code__
+            or outer.f_code is graceful._swallowed.__code__
             or (name == "__set_name__" and sys.version_info < (3, 12))
-            or (name == "close" and _finalising(frame.f_locals.get("self")))
+            or (name == "close" and _finalising(outer.f_locals.get("self")))
         ):
-            spot = frame
-        frame = frame.f_back
+            spot = outer
     return spot
+
+
+def _stack(frame: FrameType | None) -> Iterator[FrameType]:
+    """``frame`` and the frames it runs under, innermost first."""
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
 
 
 def _finalising(obj: object) -> bool:
@@ -152,20 +158,12 @@ def _opening_or_closing(frame: FrameType | None) -> bool:
     """Whether ``frame`` runs under graceful's own entry or exit (handlers being
     swapped): a stop there is held back and raised once they are in a known state."""
     codes = (graceful.__enter__.__code__, graceful.__exit__.__code__)
-    while frame is not None:
-        if frame.f_code in codes:
-            return True
-        frame = frame.f_back
-    return False
+    return any(outer.f_code in codes for outer in _stack(frame))
 
 
 def _under(spot: FrameType, frame: FrameType | None) -> bool:
     """Whether ``frame`` is ``spot`` or runs under it."""
-    while frame is not None:
-        if frame is spot:
-            return True
-        frame = frame.f_back
-    return False
+    return any(outer is spot for outer in _stack(frame))
 
 
 def _call_again(signum: int) -> None:
